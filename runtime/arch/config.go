@@ -1,0 +1,315 @@
+package arch
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// cfgReader reads typed values from a decoded config.json, remembering the first problem.
+type cfgReader struct {
+	m   map[string]any
+	err []string
+}
+
+func (r *cfgReader) num(key string) (float64, bool) {
+	v, ok := r.m[key]
+	if !ok || v == nil {
+		return 0, false
+	}
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case json.Number:
+		f, err := x.Float64()
+		if err != nil {
+			r.err = append(r.err, fmt.Sprintf("%s: not a number: %v", key, v))
+			return 0, false
+		}
+		return f, true
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	}
+	r.err = append(r.err, fmt.Sprintf("%s: want a number, got %T", key, v))
+	return 0, false
+}
+
+// intReq reads a required integer.
+func (r *cfgReader) intReq(key string) int {
+	f, ok := r.num(key)
+	if !ok {
+		if _, present := r.m[key]; !present {
+			r.err = append(r.err, fmt.Sprintf("%s: missing", key))
+		}
+		return 0
+	}
+	if f != math.Trunc(f) || f < 0 || f > 1<<40 {
+		r.err = append(r.err, fmt.Sprintf("%s: want a non-negative integer, got %v", key, f))
+		return 0
+	}
+	return int(f)
+}
+
+// intOpt reads an optional integer (def when absent or null).
+func (r *cfgReader) intOpt(key string, def int) int {
+	if v, ok := r.m[key]; !ok || v == nil {
+		return def
+	}
+	return r.intReq(key)
+}
+
+func (r *cfgReader) floatOpt(key string, def float64) float64 {
+	f, ok := r.num(key)
+	if !ok {
+		return def
+	}
+	return f
+}
+
+func (r *cfgReader) boolOpt(key string, def bool) bool {
+	v, ok := r.m[key]
+	if !ok || v == nil {
+		return def
+	}
+	b, ok := v.(bool)
+	if !ok {
+		r.err = append(r.err, fmt.Sprintf("%s: want true or false, got %v", key, v))
+		return def
+	}
+	return b
+}
+
+func (r *cfgReader) str(key string) string {
+	s, _ := r.m[key].(string)
+	return s
+}
+
+func (r *cfgReader) sub(key string) map[string]any {
+	m, _ := r.m[key].(map[string]any)
+	return m
+}
+
+// commonSpec reads the fields every Llama-like config has.
+func commonSpec(cfg map[string]any, family, ggufArch string, defaultTied bool) (*Spec, *cfgReader) {
+	r := &cfgReader{m: cfg}
+	s := &Spec{Family: family, GGUFArch: ggufArch}
+	if a, ok := cfg["architectures"].([]any); ok && len(a) > 0 {
+		s.HFArch, _ = a[0].(string)
+	}
+	s.Hidden = r.intReq("hidden_size")
+	s.Intermediate = r.intReq("intermediate_size")
+	s.Layers = r.intReq("num_hidden_layers")
+	s.Heads = r.intReq("num_attention_heads")
+	s.KVHeads = r.intOpt("num_key_value_heads", s.Heads)
+	s.Vocab = r.intReq("vocab_size")
+	s.Context = r.intOpt("max_position_embeddings", 2048)
+	s.RMSEps = r.floatOpt("rms_norm_eps", 1e-6)
+	if v, ok := cfg["head_dim"]; ok && v != nil {
+		s.HeadDim = r.intReq("head_dim")
+		s.ExplicitHeadDim = true
+	} else if s.Heads > 0 {
+		s.HeadDim = s.Hidden / s.Heads
+	}
+	s.Tied = r.boolOpt("tie_word_embeddings", defaultTied)
+
+	// rope: transformers ≥ 4.5x may nest everything in rope_parameters.
+	rope := r.sub("rope_parameters")
+	if rope == nil {
+		rope = r.sub("rope_scaling")
+	}
+	s.RopeTheta = r.floatOpt("rope_theta", 0)
+	if s.RopeTheta == 0 && rope != nil {
+		s.RopeTheta = (&cfgReader{m: rope}).floatOpt("rope_theta", 0)
+	}
+	if s.RopeTheta == 0 {
+		s.RopeTheta = 10000
+	}
+	if rope != nil {
+		rr := &cfgReader{m: rope}
+		typ := rr.str("rope_type")
+		if typ == "" {
+			typ = rr.str("type")
+		}
+		switch typ {
+		case "", "default":
+		case "linear", "llama3", "yarn":
+			sc := &RopeScaling{Type: typ, Factor: rr.floatOpt("factor", 0)}
+			switch typ {
+			case "llama3":
+				if sc.Factor == 0 {
+					sc.Factor = 8
+				}
+				sc.LowFreqFactor = rr.floatOpt("low_freq_factor", 1)
+				sc.HighFreqFactor = rr.floatOpt("high_freq_factor", 4)
+				sc.OriginalContext = rr.intOpt("original_max_position_embeddings", 8192)
+			case "yarn":
+				sc.OriginalContext = rr.intOpt("original_max_position_embeddings", 0)
+				if sc.OriginalContext == 0 {
+					r.err = append(r.err, "rope_scaling.original_max_position_embeddings: missing for yarn")
+				}
+				if v, ok := rr.num("extrapolation_factor"); ok {
+					sc.YarnExtFactor, sc.HasYarnExt = v, true
+				}
+				if v, ok := rr.num("attention_factor"); ok {
+					sc.YarnAttnFactor, sc.HasYarnA = v, true
+				} else if v, ok := rr.num("attn_factor"); ok {
+					sc.YarnAttnFactor, sc.HasYarnA = v, true
+				}
+				sc.YarnBetaFast = rr.floatOpt("beta_fast", 32)
+				sc.YarnBetaSlow = rr.floatOpt("beta_slow", 1)
+			}
+			if typ != "llama3" && sc.Factor == 0 {
+				r.err = append(r.err, "rope_scaling.factor: missing")
+			}
+			r.err = append(r.err, rr.err...)
+			if sc.Factor != 0 && !(typ == "linear" && sc.Factor == 1) {
+				s.RopeScaling = sc
+			}
+		default:
+			r.err = append(r.err, fmt.Sprintf("rope_scaling: unsupported rope type %q (supported: linear, llama3, yarn)", typ))
+		}
+	}
+	return s, r
+}
+
+func finish(s *Spec, r *cfgReader) (*Spec, error) {
+	if len(r.err) > 0 {
+		return nil, fmt.Errorf("%s", joinProblems(r.err))
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func joinProblems(p []string) string {
+	out := ""
+	for i, s := range p {
+		if i > 0 {
+			out += "; "
+		}
+		out += s
+	}
+	return out
+}
+
+// ggufReader reads numeric GGUF metadata of any integer or float type.
+type ggufReader struct {
+	get  func(string) (any, bool)
+	arch string
+	err  []string
+}
+
+func (g *ggufReader) num(key string) (float64, bool) {
+	v, ok := g.get(key)
+	if !ok {
+		return 0, false
+	}
+	switch x := v.(type) {
+	case uint8:
+		return float64(x), true
+	case int8:
+		return float64(x), true
+	case uint16:
+		return float64(x), true
+	case int16:
+		return float64(x), true
+	case uint32:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case float32:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	g.err = append(g.err, fmt.Sprintf("%s: want a number, got %T", key, v))
+	return 0, false
+}
+
+func (g *ggufReader) intReq(suffix string) int {
+	key := g.arch + "." + suffix
+	v, ok := g.num(key)
+	if !ok {
+		g.err = append(g.err, key+": missing")
+		return 0
+	}
+	return int(v)
+}
+
+func (g *ggufReader) intOpt(suffix string, def int) int {
+	if v, ok := g.num(g.arch + "." + suffix); ok {
+		return int(v)
+	}
+	return def
+}
+
+func (g *ggufReader) floatOpt(suffix string, def float64) float64 {
+	if v, ok := g.num(g.arch + "." + suffix); ok {
+		return v
+	}
+	return def
+}
+
+// commonSpecGGUF reads the llama.cpp hyperparameters every family shares.
+func commonSpecGGUF(get func(string) (any, bool), family, ggufArch string) (*Spec, *ggufReader) {
+	g := &ggufReader{get: get, arch: ggufArch}
+	s := &Spec{Family: family, GGUFArch: ggufArch}
+	s.Hidden = g.intReq("embedding_length")
+	s.Intermediate = g.intReq("feed_forward_length")
+	s.Layers = g.intReq("block_count")
+	s.Heads = g.intReq("attention.head_count")
+	s.KVHeads = g.intOpt("attention.head_count_kv", s.Heads)
+	s.Context = g.intReq("context_length")
+	s.RMSEps = g.floatOpt("attention.layer_norm_rms_epsilon", 0)
+	if s.RMSEps == 0 {
+		g.err = append(g.err, ggufArch+".attention.layer_norm_rms_epsilon: missing")
+	}
+	s.RopeTheta = g.floatOpt("rope.freq_base", 10000)
+	if s.Heads > 0 {
+		s.HeadDim = g.intOpt("attention.key_length", s.Hidden/s.Heads)
+		s.ExplicitHeadDim = s.HeadDim != s.Hidden/s.Heads
+	}
+	s.Vocab = g.intOpt("vocab_size", 0)
+	if s.Vocab == 0 {
+		if v, ok := get("tokenizer.ggml.tokens"); ok {
+			if toks, ok := v.([]string); ok {
+				s.Vocab = len(toks)
+			}
+		}
+	}
+	if t, ok := get(ggufArch + ".rope.scaling.type"); ok {
+		if ts, _ := t.(string); ts != "" && ts != "none" {
+			sc := &RopeScaling{Type: ts, Factor: g.floatOpt("rope.scaling.factor", 1)}
+			if ts == "yarn" {
+				sc.OriginalContext = g.intOpt("rope.scaling.original_context_length", 0)
+				if v, ok := g.num(ggufArch + ".rope.scaling.yarn_ext_factor"); ok {
+					sc.YarnExtFactor, sc.HasYarnExt = v, true
+				}
+				if v, ok := g.num(ggufArch + ".rope.scaling.yarn_attn_factor"); ok {
+					sc.YarnAttnFactor, sc.HasYarnA = v, true
+				}
+				sc.YarnBetaFast = g.floatOpt("rope.scaling.yarn_beta_fast", 32)
+				sc.YarnBetaSlow = g.floatOpt("rope.scaling.yarn_beta_slow", 1)
+			}
+			s.RopeScaling = sc
+		}
+	}
+	return s, g
+}
+
+func finishGGUF(s *Spec, g *ggufReader) (*Spec, error) {
+	if len(g.err) > 0 {
+		return nil, fmt.Errorf("%s", joinProblems(g.err))
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

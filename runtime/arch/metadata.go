@@ -1,0 +1,50 @@
+package arch
+
+import "github.com/gquant/gquant/formats/gguf"
+
+// GGUFMetadata returns the model hyperparameters as llama.cpp reads them, with the exact value
+// types its loader demands (counts UINT32, epsilon and frequency base FLOAT32). The converter
+// adds general.name, general.file_type, general.quantization_version and the tokenizer.
+func GGUFMetadata(s *Spec) []gguf.KV {
+	a := s.GGUFArch + "."
+	kv := []gguf.KV{
+		{Key: "general.architecture", Value: s.GGUFArch},
+		{Key: a + "context_length", Value: uint32(s.Context)},
+		{Key: a + "embedding_length", Value: uint32(s.Hidden)},
+		{Key: a + "block_count", Value: uint32(s.Layers)},
+		{Key: a + "feed_forward_length", Value: uint32(s.Intermediate)},
+		{Key: a + "attention.head_count", Value: uint32(s.Heads)},
+		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
+		{Key: a + "attention.layer_norm_rms_epsilon", Value: float32(s.RMSEps)},
+		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
+		{Key: a + "rope.dimension_count", Value: uint32(s.HeadDim)},
+		{Key: a + "vocab_size", Value: uint32(s.Vocab)},
+	}
+	if s.ExplicitHeadDim {
+		kv = append(kv,
+			gguf.KV{Key: a + "attention.key_length", Value: uint32(s.HeadDim)},
+			gguf.KV{Key: a + "attention.value_length", Value: uint32(s.HeadDim)})
+	}
+	if sc := s.RopeScaling; sc != nil {
+		switch sc.Type {
+		case "linear":
+			kv = append(kv,
+				gguf.KV{Key: a + "rope.scaling.type", Value: "linear"},
+				gguf.KV{Key: a + "rope.scaling.factor", Value: float32(sc.Factor)})
+		case "yarn":
+			kv = append(kv,
+				gguf.KV{Key: a + "rope.scaling.type", Value: "yarn"},
+				gguf.KV{Key: a + "rope.scaling.factor", Value: float32(sc.Factor)},
+				gguf.KV{Key: a + "rope.scaling.original_context_length", Value: uint32(sc.OriginalContext)})
+			if sc.HasYarnExt {
+				kv = append(kv, gguf.KV{Key: a + "rope.scaling.yarn_ext_factor", Value: float32(sc.YarnExtFactor)})
+			}
+			if sc.HasYarnA {
+				kv = append(kv, gguf.KV{Key: a + "rope.scaling.yarn_attn_factor", Value: float32(sc.YarnAttnFactor)})
+			}
+		case "llama3":
+			// carried by the rope_freqs tensor
+		}
+	}
+	return kv
+}
