@@ -1,0 +1,513 @@
+package quantize
+
+// The scale searches shared by the k-quants and by the imatrix paths of the legacy quants:
+// ports of make_qx_quants, make_q3_quants, make_qkx2_quants, make_qkx3_quants and
+// make_qp_quants from ggml/src/ggml-quants.c. Every product that is summed is rounded by an
+// explicit float32 conversion (see the package comment).
+
+// makeQxQuants is make_qx_quants with rmse_type 1: symmetric levels L in [0, 2·nmax) (stored
+// as l + nmax) and the scale minimising Σ w (x − scale·l)², with w = qw or x² when qw is nil.
+func makeQxQuants(x []float32, nmax int, L []int8, qw []float32) float32 {
+	n := len(x)
+	var maxv, amax float32
+	for i := 0; i < n; i++ {
+		if ax := abs32(x[i]); ax > amax {
+			amax, maxv = ax, x[i]
+		}
+	}
+	if amax < groupMaxEps {
+		for i := 0; i < n; i++ {
+			L[i] = 0
+		}
+		return 0
+	}
+	weight := func(i int) float32 {
+		if qw != nil {
+			return qw[i]
+		}
+		return float32(x[i] * x[i])
+	}
+	iscale := float32(-nmax) / maxv
+	var sumlx, suml2 float32
+	for i := 0; i < n; i++ {
+		l := clamp(nearestInt(iscale*x[i]), -nmax, nmax-1)
+		L[i] = int8(l + nmax)
+		w, fl := weight(i), float32(l)
+		sumlx += float32(w * x[i] * fl)
+		suml2 += float32(w * fl * fl)
+	}
+	var scale float32
+	if suml2 != 0 {
+		scale = sumlx / suml2
+	}
+	best := scale * sumlx
+	for is := -9; is <= 9; is++ {
+		if is == 0 {
+			continue
+		}
+		iscale = -(float32(nmax) + float32(0.1*float32(is))) / maxv
+		sumlx, suml2 = 0, 0
+		for i := 0; i < n; i++ {
+			l := clamp(nearestInt(iscale*x[i]), -nmax, nmax-1)
+			w, fl := weight(i), float32(l)
+			sumlx += float32(w * x[i] * fl)
+			suml2 += float32(w * fl * fl)
+		}
+		if suml2 > 0 && float32(sumlx*sumlx) > float32(best*suml2) {
+			for i := 0; i < n; i++ {
+				L[i] = int8(nmax + clamp(nearestInt(iscale*x[i]), -nmax, nmax-1))
+			}
+			scale = sumlx / suml2
+			best = scale * sumlx
+		}
+	}
+	return scale
+}
+
+// makeQ3Quants is make_q3_quants with do_rmse: levels in [0, 2·nmax) weighted by x², refined
+// by coordinate descent.
+func makeQ3Quants(x []float32, nmax int, L []int8) float32 {
+	n := len(x)
+	var maxv, amax float32
+	for i := 0; i < n; i++ {
+		if ax := abs32(x[i]); ax > amax {
+			amax, maxv = ax, x[i]
+		}
+	}
+	if amax < groupMaxEps {
+		for i := 0; i < n; i++ {
+			L[i] = 0
+		}
+		return 0
+	}
+	iscale := float32(-nmax) / maxv
+	var sumlx, suml2 float32
+	for i := 0; i < n; i++ {
+		l := clamp(nearestInt(iscale*x[i]), -nmax, nmax-1)
+		L[i] = int8(l)
+		w, fl := float32(x[i]*x[i]), float32(l)
+		sumlx += float32(w * x[i] * fl)
+		suml2 += float32(w * fl * fl)
+	}
+	for itry := 0; itry < 5; itry++ {
+		changed := 0
+		for i := 0; i < n; i++ {
+			w, li := float32(x[i]*x[i]), float32(L[i])
+			slx := sumlx - float32(w*x[i]*li)
+			if slx > 0 {
+				sl2 := suml2 - float32(w*li*li)
+				newL := clamp(nearestInt(x[i]*sl2/slx), -nmax, nmax-1)
+				if newL != int(L[i]) {
+					fl := float32(newL)
+					slx += float32(w * x[i] * fl)
+					sl2 += float32(w * fl * fl)
+					if sl2 > 0 && float32(float32(slx*slx)*suml2) > float32(float32(sumlx*sumlx)*sl2) {
+						L[i], sumlx, suml2 = int8(newL), slx, sl2
+						changed++
+					}
+				}
+			}
+		}
+		if changed == 0 {
+			break
+		}
+	}
+	for i := 0; i < n; i++ {
+		L[i] += int8(nmax)
+	}
+	if suml2 > 0 {
+		return sumlx / suml2
+	}
+	return 0
+}
+
+// makeQkx2Quants is make_qkx2_quants: asymmetric levels L in [0, nmax] with a scale and a
+// minimum (returned as theMin ≥ 0, x ≈ scale·l − theMin) chosen by a grid of nstep+1 trial
+// scales minimising Σ w·|err| (useMad) or Σ w·err². laux is scratch as long as x.
+func makeQkx2Quants(x []float32, nmax int, weights []float32, L, laux []uint8,
+	rmin, rdelta float32, nstep int, useMad bool) (scale, theMin float32) {
+	n := len(x)
+	minv, maxv := x[0], x[0]
+	sumW := weights[0]
+	sumX := float32(sumW * x[0])
+	for i := 1; i < n; i++ {
+		if x[i] < minv {
+			minv = x[i]
+		}
+		if x[i] > maxv {
+			maxv = x[i]
+		}
+		w := weights[i]
+		sumW += w
+		sumX += float32(w * x[i])
+	}
+	if minv > 0 {
+		minv = 0
+	}
+	if maxv == minv {
+		for i := 0; i < n; i++ {
+			L[i] = 0
+		}
+		return 0, -minv
+	}
+	errOf := func(diff float32) float32 {
+		if useMad {
+			return abs32(diff)
+		}
+		return diff * diff
+	}
+	iscale := float32(nmax) / (maxv - minv)
+	scale = 1 / iscale
+	var bestError float32
+	for i := 0; i < n; i++ {
+		l := nearestInt(iscale * (x[i] - minv))
+		L[i] = uint8(clamp(l, 0, nmax))
+		diff := float32(scale*float32(L[i])) + minv - x[i]
+		bestError += float32(weights[i] * errOf(diff))
+	}
+	if nstep < 1 {
+		return scale, -minv
+	}
+	for is := 0; is <= nstep; is++ {
+		iscale = (rmin + float32(rdelta*float32(is)) + float32(nmax)) / (maxv - minv)
+		var sumL, sumL2, sumXL float32
+		for i := 0; i < n; i++ {
+			l := clamp(nearestInt(iscale*(x[i]-minv)), 0, nmax)
+			laux[i] = uint8(l)
+			w, fl := weights[i], float32(l)
+			sumL += float32(w * fl)
+			sumL2 += float32(w * fl * fl)
+			sumXL += float32(w * fl * x[i])
+		}
+		D := float32(sumW*sumL2) - float32(sumL*sumL)
+		if D > 0 {
+			thisScale := (float32(sumW*sumXL) - float32(sumX*sumL)) / D
+			thisMin := (float32(sumL2*sumX) - float32(sumL*sumXL)) / D
+			if thisMin > 0 {
+				thisMin = 0
+				thisScale = sumXL / sumL2
+			}
+			var curError float32
+			for i := 0; i < n; i++ {
+				diff := float32(thisScale*float32(laux[i])) + thisMin - x[i]
+				curError += float32(weights[i] * errOf(diff))
+			}
+			if curError < bestError {
+				copy(L[:n], laux[:n])
+				bestError, scale, minv = curError, thisScale, thisMin
+			}
+		}
+	}
+	return scale, -minv
+}
+
+// makeQkx3Quants is make_qkx3_quants: as makeQkx2Quants, with weights x² when weights is nil and
+// the degenerate test max ≤ min.
+func makeQkx3Quants(x []float32, nmax int, weights []float32, L, laux []uint8,
+	rmin, rdelta float32, nstep int, useMad bool) (scale, theMin float32) {
+	n := len(x)
+	weight := func(i int) float32 {
+		if weights != nil {
+			return weights[i]
+		}
+		return float32(x[i] * x[i])
+	}
+	minv, maxv := x[0], x[0]
+	sumW := weight(0)
+	sumX := float32(sumW * x[0])
+	for i := 1; i < n; i++ {
+		if x[i] < minv {
+			minv = x[i]
+		}
+		if x[i] > maxv {
+			maxv = x[i]
+		}
+		w := weight(i)
+		sumW += w
+		sumX += float32(w * x[i])
+	}
+	if minv > 0 {
+		minv = 0
+	}
+	if maxv <= minv {
+		for i := 0; i < n; i++ {
+			L[i] = 0
+		}
+		return 0, -minv
+	}
+	errOf := func(diff float32) float32 {
+		if useMad {
+			return abs32(diff)
+		}
+		return diff * diff
+	}
+	iscale := float32(nmax) / (maxv - minv)
+	scale = 1 / iscale
+	var bestMad float32
+	for i := 0; i < n; i++ {
+		l := nearestInt(iscale * (x[i] - minv))
+		L[i] = uint8(clamp(l, 0, nmax))
+		diff := float32(scale*float32(L[i])) + minv - x[i]
+		bestMad += float32(weight(i) * errOf(diff))
+	}
+	if nstep < 1 {
+		return scale, -minv
+	}
+	for is := 0; is <= nstep; is++ {
+		iscale = (rmin + float32(rdelta*float32(is)) + float32(nmax)) / (maxv - minv)
+		var sumL, sumL2, sumXL float32
+		for i := 0; i < n; i++ {
+			l := clamp(nearestInt(iscale*(x[i]-minv)), 0, nmax)
+			laux[i] = uint8(l)
+			w, fl := weight(i), float32(l)
+			sumL += float32(w * fl)
+			sumL2 += float32(w * fl * fl)
+			sumXL += float32(w * fl * x[i])
+		}
+		D := float32(sumW*sumL2) - float32(sumL*sumL)
+		if D > 0 {
+			thisScale := (float32(sumW*sumXL) - float32(sumX*sumL)) / D
+			thisMin := (float32(sumL2*sumX) - float32(sumL*sumXL)) / D
+			if thisMin > 0 {
+				thisMin = 0
+				thisScale = sumXL / sumL2
+			}
+			var mad float32
+			for i := 0; i < n; i++ {
+				diff := float32(thisScale*float32(laux[i])) + thisMin - x[i]
+				mad += float32(weight(i) * errOf(diff))
+			}
+			if mad < bestMad {
+				copy(L[:n], laux[:n])
+				bestMad, scale, minv = mad, thisScale, thisMin
+			}
+		}
+	}
+	return scale, -minv
+}
+
+// makeQpQuants is make_qp_quants: non-negative levels L in [0, nmax] for non-negative x (the
+// sub-block scales or mins of a super-block) weighted by quantWeights, refined by coordinate
+// descent; it returns the scale.
+func makeQpQuants(x []float32, nmax int, L []uint8, quantWeights []float32) float32 {
+	n := len(x)
+	var maxv float32
+	for i := 0; i < n; i++ {
+		if !(maxv > x[i]) { // MAX(max, x[i])
+			maxv = x[i]
+		}
+	}
+	if maxv < groupMaxEps {
+		for i := 0; i < n; i++ {
+			L[i] = 0
+		}
+		return 0
+	}
+	iscale := float32(nmax) / maxv
+	for i := 0; i < n; i++ {
+		L[i] = uint8(nearestInt(iscale * x[i]))
+	}
+	scale := 1 / iscale
+	var bestMse float32
+	for i := 0; i < n; i++ {
+		diff := x[i] - float32(scale*float32(L[i]))
+		bestMse += float32(quantWeights[i] * diff * diff)
+	}
+	for is := -4; is <= 4; is++ {
+		if is == 0 {
+			continue
+		}
+		iscaleIs := (float32(0.1*float32(is)) + float32(nmax)) / maxv
+		scaleIs := 1 / iscaleIs
+		var mse float32
+		for i := 0; i < n; i++ {
+			l := min(nmax, nearestInt(iscaleIs*x[i]))
+			diff := x[i] - float32(scaleIs*float32(l))
+			mse += float32(quantWeights[i] * diff * diff)
+		}
+		if mse < bestMse {
+			bestMse, iscale = mse, iscaleIs
+		}
+	}
+	var sumlx, suml2 float32
+	for i := 0; i < n; i++ {
+		l := min(nmax, nearestInt(iscale*x[i]))
+		L[i] = uint8(l)
+		w, fl := quantWeights[i], float32(l)
+		sumlx += float32(w * x[i] * fl)
+		suml2 += float32(w * fl * fl)
+	}
+	for itry := 0; itry < 5; itry++ {
+		changed := 0
+		for i := 0; i < n; i++ {
+			w, li := quantWeights[i], float32(L[i])
+			slx := sumlx - float32(w*x[i]*li)
+			sl2 := suml2 - float32(w*li*li)
+			if slx > 0 && sl2 > 0 {
+				newL := min(nmax, nearestInt(x[i]*sl2/slx))
+				if newL != int(L[i]) {
+					fl := float32(newL)
+					slx += float32(w * x[i] * fl)
+					sl2 += float32(w * fl * fl)
+					if float32(float32(slx*slx)*suml2) > float32(float32(sumlx*sumlx)*sl2) {
+						L[i], sumlx, suml2 = uint8(newL), slx, sl2
+						changed++
+					}
+				}
+			}
+		}
+		if changed == 0 {
+			break
+		}
+	}
+	if suml2 > 0 {
+		return sumlx / suml2
+	}
+	return 0
+}
+
+// getScaleMinK4 is get_scale_min_k4: the 6-bit scale and min of sub-block j from the 12 packed
+// bytes of a Q4_K or Q5_K block.
+func getScaleMinK4(j int, q []byte) (d, m uint8) {
+	if j < 4 {
+		return q[j] & 63, q[j+4] & 63
+	}
+	return q[j+4]&0xF | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
+}
+
+// packScaleMinK4 stores the 6-bit scale ls and min lm of sub-block j into the 12 scale bytes, as
+// the Q4_K/Q5_K quantizers do (q must start zeroed for j ≥ 4 to combine correctly).
+func packScaleMinK4(j int, q []byte, ls, lm uint8) {
+	if j < 4 {
+		q[j] = ls
+		q[j+4] = lm
+	} else {
+		q[j+4] = ls&0xF | (lm&0xF)<<4
+		q[j-4] |= (ls >> 4) << 6
+		q[j] |= (lm >> 4) << 6
+	}
+}
+
+// quantizeKMin quantizes one 256-element super-block of Q4_K (nmax 15) or Q5_K (nmax 31),
+// which share everything but the level count and the bit packing; qw nil selects the
+// reference path.
+func quantizeKMin(y []byte, x, qw []float32, nmax int) {
+	var L [256]uint8
+	var laux [32]uint8
+	var weights [32]float32
+	var scales, mins [8]float32
+	scaleBytes := y[4:16]
+	clear(scaleBytes)
+	if qw == nil {
+		// quantize_row_q4_K_ref / quantize_row_q5_K_ref
+		rmin, rdelta, nstep := float32(-1), float32(0.1), 20
+		if nmax == 31 {
+			rmin, rdelta, nstep = -0.5, 0.1, 15
+		}
+		var maxScale, maxMin float32
+		for j := 0; j < 8; j++ {
+			xs := x[32*j : 32*j+32]
+			var sumX2 float32
+			for _, v := range xs {
+				sumX2 += float32(v * v)
+			}
+			avX := sqrt32(float32(sumX2 / 32))
+			for l, v := range xs {
+				weights[l] = avX + abs32(v)
+			}
+			scales[j], mins[j] = makeQkx2Quants(xs, nmax, weights[:], L[32*j:32*j+32], laux[:], rmin, rdelta, nstep, false)
+			if scales[j] > maxScale {
+				maxScale = scales[j]
+			}
+			if mins[j] > maxMin {
+				maxMin = mins[j]
+			}
+		}
+		var invScale, invMin float32
+		if maxScale > 0 {
+			invScale = 63 / maxScale
+		}
+		if maxMin > 0 {
+			invMin = 63 / maxMin
+		}
+		for j := 0; j < 8; j++ {
+			ls := min(63, uint8(nearestInt(invScale*scales[j])))
+			lm := min(63, uint8(nearestInt(invMin*mins[j])))
+			packScaleMinK4(j, scaleBytes, ls, lm)
+		}
+		putF16(y, maxScale/63)
+		putF16(y[2:], maxMin/63)
+	} else {
+		// quantize_row_q4_K_impl / quantize_row_q5_K_impl with quant_weights
+		var sumX2 float32
+		for _, v := range x {
+			sumX2 += float32(v * v)
+		}
+		sigma2 := float32(2 * sumX2 / 256)
+		var sw [8]float32
+		for j := 0; j < 8; j++ {
+			xs := x[32*j : 32*j+32]
+			for l, v := range xs {
+				weights[l] = qw[32*j+l] * sqrt32(sigma2+float32(v*v))
+			}
+			var sumw float32
+			for _, w := range weights {
+				sumw += w
+			}
+			sw[j] = sumw
+			scales[j], mins[j] = makeQkx3Quants(xs, nmax, weights[:], L[32*j:32*j+32], laux[:], -0.9, 0.05, 36, false)
+		}
+		var ls, lm [8]uint8
+		dBlock := makeQpQuants(scales[:], 63, ls[:], sw[:])
+		mBlock := makeQpQuants(mins[:], 63, lm[:], sw[:])
+		for j := 0; j < 8; j++ {
+			if nmax == 31 { // only quantize_row_q5_K_impl clamps the 6-bit values
+				ls[j], lm[j] = min(63, ls[j]), min(63, lm[j])
+			}
+			packScaleMinK4(j, scaleBytes, ls[j], lm[j])
+		}
+		putF16(y, dBlock)
+		putF16(y[2:], mBlock)
+	}
+	// Requantize every sub-block against the stored (fp16, 6-bit) scale and min.
+	d0, dmin0 := getF16(y), getF16(y[2:])
+	for j := 0; j < 8; j++ {
+		sc, m := getScaleMinK4(j, scaleBytes)
+		d := float32(d0 * float32(sc))
+		if d == 0 {
+			continue
+		}
+		dm := float32(dmin0 * float32(m))
+		for ii := 0; ii < 32; ii++ {
+			L[32*j+ii] = uint8(clamp(nearestInt((x[32*j+ii]+dm)/d), 0, nmax))
+		}
+	}
+	if nmax == 15 {
+		q := y[16:144]
+		for j := 0; j < 256; j += 64 {
+			for l := 0; l < 32; l++ {
+				q[j/2+l] = L[j+l] | L[j+l+32]<<4
+			}
+		}
+		return
+	}
+	qh, ql := y[16:48], y[48:176]
+	clear(qh)
+	m1, m2 := uint8(1), uint8(2)
+	for n := 0; n < 256; n += 64 {
+		for j := 0; j < 32; j++ {
+			l1, l2 := L[n+j], L[n+j+32]
+			if l1 > 15 {
+				l1 -= 16
+				qh[j] |= m1
+			}
+			if l2 > 15 {
+				l2 -= 16
+				qh[j] |= m2
+			}
+			ql[n/2+j] = l1 | l2<<4
+		}
+		m1 <<= 2
+		m2 <<= 2
+	}
+}

@@ -1,0 +1,149 @@
+package quantize
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gquant/gquant/formats/gguf"
+)
+
+// The reference vectors in testdata/ggml come from llama.cpp's own quantizers and decoders
+// (ggml_quantize_chunk and to_float at commit 34af94cd); see testdata/README.md.
+
+// vectorSets are the input sets: rows × row length come from <set>.shape.
+var vectorSets = []string{"synth", "real256", "real768"}
+
+// ggmlNames are ggml_type_name for each type with vectors.
+var ggmlNames = map[gguf.Type]string{
+	gguf.F16: "f16", gguf.BF16: "bf16", gguf.Q8_0: "q8_0", gguf.Q4_0: "q4_0", gguf.Q4_1: "q4_1",
+	gguf.Q5_0: "q5_0", gguf.Q5_1: "q5_1", gguf.Q2_K: "q2_K", gguf.Q3_K: "q3_K", gguf.Q4_K: "q4_K",
+	gguf.Q5_K: "q5_K", gguf.Q6_K: "q6_K", gguf.IQ4_NL: "iq4_nl", gguf.IQ4_XS: "iq4_xs",
+}
+
+// ignoresImatrix lists the types for which ggml_quantize_chunk ignores the imatrix.
+var ignoresImatrix = map[gguf.Type]bool{gguf.F16: true, gguf.BF16: true, gguf.Q8_0: true}
+
+type vectorSet struct {
+	name         string
+	nrows, n     int
+	src, imatrix []float32
+}
+
+func vecDir() string { return filepath.Join("testdata", "ggml") }
+
+func readMaybeGz(t testing.TB, name string) []byte {
+	t.Helper()
+	path := filepath.Join(vecDir(), name)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Ext(name) != ".gz" {
+		return raw
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return out
+}
+
+func floats(b []byte) []float32 {
+	f := make([]float32, len(b)/4)
+	for i := range f {
+		f[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return f
+}
+
+func loadSet(t testing.TB, name string) vectorSet {
+	t.Helper()
+	s := vectorSet{name: name}
+	shape := readMaybeGz(t, name+".shape")
+	if _, err := fmt.Sscan(string(shape), &s.nrows, &s.n); err != nil {
+		t.Fatalf("%s.shape: %v", name, err)
+	}
+	s.src = floats(readMaybeGz(t, name+".f32"))
+	s.imatrix = floats(readMaybeGz(t, name+".imatrix.f32"))
+	if len(s.src) != s.nrows*s.n || len(s.imatrix) != s.n {
+		t.Fatalf("%s: inputs do not match shape %d×%d", name, s.nrows, s.n)
+	}
+	return s
+}
+
+// firstDiff describes where two encodings first differ (row, block, byte).
+func firstDiff(got, want []byte, e Encoding, n int) string {
+	rb := RowBytes(e.Type(), n)
+	for i := range want {
+		if got[i] != want[i] {
+			row, off := i/rb, i%rb
+			blk := off / e.BlockBytes()
+			b0 := row*rb + blk*e.BlockBytes()
+			return fmt.Sprintf("row %d block %d byte %d: got % x, want % x", row, blk, off%e.BlockBytes(),
+				got[b0:b0+e.BlockBytes()], want[b0:b0+e.BlockBytes()])
+		}
+	}
+	return "equal"
+}
+
+func TestQuantizeMatchesGGML(t *testing.T) {
+	for _, set := range vectorSets {
+		s := loadSet(t, set)
+		for typ, gname := range ggmlNames {
+			e, err := For(typ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, variant := range []string{"plain", "imat"} {
+				t.Run(fmt.Sprintf("%s/%s/%s", set, typ, variant), func(t *testing.T) {
+					ref := "plain"
+					var im []float32
+					if variant == "imat" {
+						im = s.imatrix
+						if !ignoresImatrix[typ] {
+							ref = "imat"
+						}
+					}
+					want := readMaybeGz(t, fmt.Sprintf("%s.%s.%s.q.gz", set, gname, ref))
+					got := make([]byte, RowBytes(typ, s.n)*s.nrows)
+					e.Quantize(got, s.src, s.nrows, s.n, im)
+					if !bytes.Equal(got, want) {
+						t.Errorf("bytes differ from ggml_quantize_chunk: %s", firstDiff(got, want, e, s.n))
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestDequantizeMatchesGGML(t *testing.T) {
+	for _, set := range vectorSets {
+		s := loadSet(t, set)
+		for typ, gname := range ggmlNames {
+			t.Run(fmt.Sprintf("%s/%s", set, typ), func(t *testing.T) {
+				e, _ := For(typ)
+				q := readMaybeGz(t, fmt.Sprintf("%s.%s.plain.q.gz", set, gname))
+				want := floats(readMaybeGz(t, fmt.Sprintf("%s.%s.deq.gz", set, gname)))
+				got := make([]float32, s.nrows*s.n)
+				e.Dequantize(got, q)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("element %d (row %d): got %g (%#08x), ggml to_float gives %g (%#08x)",
+							i, i/s.n, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+					}
+				}
+			})
+		}
+	}
+}
