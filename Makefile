@@ -1,0 +1,45 @@
+# gquant: the two commands of the README.
+#   make demo   convert the bundled model (stories260k) to GGUF and inspect it
+#   make test   everything CI runs: vet, unit tests (asm and pure Go, GOAMD64 v1 and v3) and the
+#               interop tests against stock llama.cpp (node-llama-cpp)
+
+GO        ?= go
+NPM_DIR   := .cache/npm
+NODE_MODS := $(CURDIR)/$(NPM_DIR)/node_modules
+MODEL     ?= testdata/models/stories260k
+OUT       ?= out
+export GQUANT_NODE_MODULES := $(NODE_MODS)
+
+.PHONY: demo test build npm-deps vet clean
+
+build:
+	$(GO) build -o bin/gquant ./cmd/gquant
+
+demo: build
+	@mkdir -p $(OUT)
+	./bin/gquant convert $(MODEL) --scheme q4_k_m --dry-run
+	./bin/gquant convert $(MODEL) -o $(OUT)/stories260k-f16.gguf --scheme f16 --force
+	./bin/gquant convert $(MODEL) -o $(OUT)/stories260k-q8_0.gguf --scheme q8_0 --force
+	./bin/gquant convert $(MODEL) -o $(OUT)/stories260k-q4_k_m.gguf --scheme q4_k_m --force
+	./bin/gquant inspect $(OUT)/stories260k-q4_k_m.gguf
+
+# Peers for the interop tests, pinned in testdata/interop/package.json. Only llama.cpp's CPU
+# backend is installed (--omit=optional skips the CUDA and Vulkan builds).
+npm-deps: $(NPM_DIR)/.installed
+$(NPM_DIR)/.installed: testdata/interop/package.json
+	@mkdir -p $(NPM_DIR)
+	cp testdata/interop/package.json $(NPM_DIR)/package.json
+	cd $(NPM_DIR) && npm install --no-audit --no-fund --omit=optional --ignore-scripts
+	@touch $@
+
+vet:
+	$(GO) vet ./...
+	@files=$$(gofmt -l $$(git ls-files '*.go')); test -z "$$files" || (echo "gofmt needed: $$files"; exit 1)
+
+test: vet npm-deps
+	GQUANT_REQUIRE_PEERS=1 $(GO) test -count=1 ./...
+	$(GO) test -count=1 -tags purego ./quantize/... ./runtime/...
+	GOAMD64=v1 $(GO) test -count=1 ./quantize/... ./runtime/... ./formats/...
+
+clean:
+	rm -rf bin $(OUT)

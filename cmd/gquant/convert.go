@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gquant/gquant/convert"
+)
+
+type convertOptions struct {
+	out          string
+	scheme       string
+	format       string
+	tensorTypes  []string
+	pre          string
+	name         string
+	dryRun       bool
+	jsonOut      bool
+	force        bool
+	threads      int
+	splitMaxSize string
+}
+
+func newConvertCmd(g *globals) *cobra.Command {
+	o := &convertOptions{}
+	cmd := &cobra.Command{
+		Use:   "convert MODEL_DIR -o OUT --scheme SCHEME",
+		Short: "Convert a HuggingFace checkpoint to GGUF",
+		Long: "Convert reads a HuggingFace model folder (config.json, tokenizer.json, *.safetensors), plans every\n" +
+			"output tensor (name, transform, encoding, fallbacks), and streams the weights into a GGUF file.\n" +
+			"Schemes: " + fmt.Sprint(convert.SchemeNames()),
+		Args: argsN(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runConvert(cmd, g, o, args[0]) },
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.out, "output", "o", "", "output file (.gguf)")
+	f.StringVar(&o.scheme, "scheme", "f16", "quantization scheme")
+	f.StringVar(&o.format, "format", "gguf", "output format: gguf")
+	f.StringArrayVar(&o.tensorTypes, "tensor-type", nil, "override the type of tensors matching REGEX (REGEX=TYPE, repeatable)")
+	f.StringVar(&o.pre, "pre", "", "tokenizer.ggml.pre value, when the pre-tokenizer is not recognised")
+	f.StringVar(&o.name, "name", "", "general.name (default: the folder's name)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print the plan and write nothing")
+	f.BoolVar(&o.jsonOut, "json", false, "print the plan as JSON")
+	f.BoolVar(&o.force, "force", false, "overwrite an existing output")
+	f.IntVar(&o.threads, "threads", runtime.NumCPU(), "worker threads")
+	f.StringVar(&o.splitMaxSize, "split-max-size", "", "split the output into files of at most this size (e.g. 500M, 2G)")
+	return cmd
+}
+
+func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) error {
+	if o.format != "gguf" {
+		return usageErr("convert: --format: unsupported format %q (supported: gguf)", o.format)
+	}
+	if o.out == "" && !o.dryRun {
+		return usageErr("convert: -o OUT is required (or --dry-run)")
+	}
+	var overrides []convert.Override
+	for _, s := range o.tensorTypes {
+		ov, err := convert.ParseOverride(s)
+		if err != nil {
+			return usageErr("convert: %v", err)
+		}
+		overrides = append(overrides, ov)
+	}
+	if _, err := convert.PresetByName(o.scheme); err != nil {
+		return usageErr("convert: %v", err)
+	}
+	split, err := parseSize(o.splitMaxSize)
+	if err != nil {
+		return usageErr("convert: --split-max-size: %v", err)
+	}
+	opts := convert.Options{
+		Scheme: o.scheme, Overrides: overrides, Pre: o.pre, Name: o.name,
+		Threads: o.threads, Force: o.force, SplitMaxSize: split, DryRun: o.dryRun,
+	}
+	if !g.quiet && !o.dryRun && stderrIsTerminal() {
+		bar := newBar("converting")
+		opts.Progress = bar.update
+		defer bar.finish()
+	}
+	plan, err := convert.Convert(dir, o.out, opts)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	switch {
+	case o.jsonOut:
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(plan)
+	case o.dryRun:
+		fmt.Fprint(out, plan.Text())
+	case !g.quiet:
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %d tensors, %.2f MB, %.4f bpw (linear %.4f), %d fallbacks\n",
+			o.out, len(plan.Tensors), float64(plan.OutputBytes)/1e6, plan.BPW, plan.BPWLinear, plan.Fallbacks)
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package convert
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// The interop tests drive stock llama.cpp (node-llama-cpp 3.21.1, pinned in
+// testdata/interop/package.json) on GGUF files gquant wrote. They run when GQUANT_NODE_MODULES
+// names the installed node_modules (make test sets it) and fail instead of skipping when
+// GQUANT_REQUIRE_PEERS=1, so that CI cannot pass without them.
+
+// peers returns the node_modules folder or skips.
+func peers(t *testing.T) string {
+	t.Helper()
+	nm := os.Getenv("GQUANT_NODE_MODULES")
+	if nm != "" {
+		if _, err := os.Stat(filepath.Join(nm, "node-llama-cpp")); err == nil {
+			return nm
+		}
+	}
+	if os.Getenv("GQUANT_REQUIRE_PEERS") == "1" {
+		t.Fatalf("GQUANT_REQUIRE_PEERS=1 but node-llama-cpp is not installed in GQUANT_NODE_MODULES=%q", nm)
+	}
+	t.Skip("node-llama-cpp not installed (set GQUANT_NODE_MODULES; make test does)")
+	return ""
+}
+
+// llamaOp is one request to testdata/interop/llamacpp.mjs.
+type llamaOp struct {
+	Op   string `json:"op"`
+	Text string `json:"text,omitempty"`
+	IDs  []int  `json:"ids,omitempty"`
+	N    int    `json:"n,omitempty"`
+}
+
+type llamaResult struct {
+	IDs []int `json:"ids"`
+	ID  int   `json:"id"`
+}
+
+// runLlama runs the ops against a GGUF in llama.cpp.
+func runLlama(t *testing.T, nm, model string, ops []llamaOp) []llamaResult {
+	t.Helper()
+	req := map[string]any{"model": model, "ctx": 256, "ops": ops}
+	b, _ := json.Marshal(req)
+	reqPath := filepath.Join(t.TempDir(), "req.json")
+	if err := os.WriteFile(reqPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script, _ := filepath.Abs("../testdata/interop/llamacpp.mjs")
+	cmd := exec.Command("node", script, reqPath)
+	cmd.Env = append(os.Environ(), "GQUANT_NODE_MODULES="+nm)
+	out, err := cmd.Output()
+	if err != nil {
+		msg := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		t.Fatalf("llama.cpp on %s: %v\n%s", model, err, msg)
+	}
+	var res []llamaResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("llama.cpp output: %v: %s", err, out)
+	}
+	return res
+}
+
+// reference is the part of a shared model's reference.json the tests use.
+type reference struct {
+	Prompts []struct {
+		Text string `json:"text"`
+		IDs  []int  `json:"ids"`
+		Top5 []struct {
+			ID int `json:"id"`
+		} `json:"last_position_top5"`
+	} `json:"prompts"`
+	Greedy struct {
+		PromptIDs []int `json:"prompt_ids"`
+		NewIDs    []int `json:"new_ids"`
+	} `json:"greedy"`
+}
+
+func loadReference(t *testing.T, dir string) *reference {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r reference
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+// interopModels are the real models: the bundled stories260k and, when the shared folder is
+// beside the checkout, stories3m.
+func interopModels(t *testing.T) []string {
+	models := []string{"../testdata/models/stories260k"}
+	if _, err := os.Stat("../../shared/models/stories3m/config.json"); err == nil {
+		models = append(models, "../../shared/models/stories3m")
+	} else if os.Getenv("GQUANT_REQUIRE_PEERS") == "1" {
+		t.Fatalf("../shared/models/stories3m is missing: %v", err)
+	}
+	return models
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestInteropLlamaCppLoadsOurGGUF: llama.cpp loads each scheme's file; its tokenization of the
+// reference prompts equals the reference ids (without BOS); with f16 its greedy continuation
+// equals the reference; with q8_0 its next token after each prompt is the reference's top-1.
+func TestInteropLlamaCppLoadsOurGGUF(t *testing.T) {
+	nm := peers(t)
+	for _, dir := range interopModels(t) {
+		ref := loadReference(t, dir)
+		for _, scheme := range []string{"f16", "bf16", "q8_0", "q4_0", "q4_k_m"} {
+			name := filepath.Base(dir) + "/" + scheme
+			t.Run(name, func(t *testing.T) {
+				out := filepath.Join(t.TempDir(), "m.gguf")
+				if _, err := Convert(dir, out, Options{Scheme: scheme, Threads: 2}); err != nil {
+					t.Fatal(err)
+				}
+				var ops []llamaOp
+				for _, p := range ref.Prompts {
+					ops = append(ops, llamaOp{Op: "tokenize", Text: p.Text})
+				}
+				if scheme == "f16" {
+					ops = append(ops, llamaOp{Op: "greedy", IDs: ref.Greedy.PromptIDs, N: len(ref.Greedy.NewIDs)})
+				}
+				if scheme == "q8_0" {
+					for _, p := range ref.Prompts {
+						ops = append(ops, llamaOp{Op: "next", IDs: p.IDs})
+					}
+				}
+				res := runLlama(t, nm, out, ops)
+				for i, p := range ref.Prompts {
+					want := p.IDs[1:] // reference ids start with BOS
+					if !equalInts(res[i].IDs, want) {
+						t.Errorf("tokenize %q: llama.cpp %v, reference %v", p.Text, res[i].IDs, want)
+					}
+				}
+				rest := res[len(ref.Prompts):]
+				if scheme == "f16" && !equalInts(rest[0].IDs, ref.Greedy.NewIDs) {
+					t.Errorf("greedy: llama.cpp %v\n reference %v", rest[0].IDs, ref.Greedy.NewIDs)
+				}
+				if scheme == "q8_0" {
+					for i, p := range ref.Prompts {
+						if rest[i].ID != p.Top5[0].ID {
+							t.Errorf("next token after %q: llama.cpp %d, reference %d", p.Text, rest[i].ID, p.Top5[0].ID)
+						}
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/gquant/gquant/formats/gguf"
+)
+
+// writeGGUF executes the plan into one GGUF file, or into split parts when SplitMaxSize asks.
+// On any error every temporary file is removed and nothing appears at the output paths.
+func writeGGUF(inv *Inventory, p *Plan, kvs []gguf.KV, out string, o Options) error {
+	h := Header(p, kvs)
+	headers := []*gguf.Header{h}
+	paths := []string{out}
+	if o.SplitMaxSize > 0 {
+		hs, err := gguf.SplitHeaders(h, o.SplitMaxSize)
+		if err != nil {
+			return fmt.Errorf("%s: %v", out, err)
+		}
+		if len(hs) > 1 {
+			headers, paths = hs, nil
+			for i := range hs {
+				paths = append(paths, gguf.SplitName(out, i, len(hs)))
+			}
+		}
+	}
+	if !o.Force {
+		for _, path := range paths[min(1, len(paths)-1):] {
+			if _, err := os.Stat(path); err == nil {
+				return fmt.Errorf("%s: output exists (use --force to overwrite)", path)
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	// where[i] locates plan tensor i: part and index within the part.
+	type loc struct{ part, idx int }
+	where := make([]loc, 0, len(p.Tensors))
+	for pi, hp := range headers {
+		for ti := range hp.Tensors {
+			where = append(where, loc{pi, ti})
+		}
+	}
+	writers := make([]*gguf.Writer, len(headers))
+	abort := func() {
+		for _, w := range writers {
+			if w != nil {
+				w.Abort()
+			}
+		}
+	}
+	for i, hp := range headers {
+		w, err := gguf.Create(paths[i], hp)
+		if err != nil {
+			abort()
+			return err
+		}
+		writers[i] = w
+	}
+	sink := func(t int, off uint64, data []byte) error {
+		l := where[t]
+		return writers[l.part].WriteTensorPart(l.idx, off, data)
+	}
+	if err := Execute(inv, p, sink, ExecOptions{Threads: o.Threads, Imatrix: o.Imatrix, Progress: o.Progress}); err != nil {
+		abort()
+		return err
+	}
+	for _, w := range writers {
+		if err := w.Commit(); err != nil {
+			abort()
+			return err
+		}
+	}
+	return nil
+}
