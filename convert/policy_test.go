@@ -98,9 +98,10 @@ func TestPolicyFallbacksOnStories260k(t *testing.T) {
 	want := map[string]gguf.Type{
 		"token_embd.weight":      gguf.Q8_0, // output rule: 64 % 256 → Q8_0 directly
 		"blk.0.attn_q.weight":    gguf.Q5_0, // Q4_K → Q5_0
-		"blk.0.attn_v.weight":    gguf.Q8_0, // use_more_bits → Q6_K → Q8_0
-		"blk.1.attn_v.weight":    gguf.Q5_0,
-		"blk.0.ffn_down.weight":  gguf.F16, // Q6_K → Q8_0 → 172 % 32 → F16
+		"blk.2.attn_v.weight":    gguf.Q8_0, // use_more_bits(2, 5) → Q6_K → Q8_0
+		"blk.4.attn_v.weight":    gguf.Q8_0, // use_more_bits(4, 5): i ≥ 7n/8
+		"blk.0.attn_v.weight":    gguf.Q5_0,
+		"blk.2.ffn_down.weight":  gguf.F16, // Q6_K → Q8_0 → 172 % 32 → F16
 		"blk.1.ffn_down.weight":  gguf.F16, // Q4_K → Q5_0 → F16
 		"blk.0.ffn_gate.weight":  gguf.Q5_0,
 		"blk.0.attn_norm.weight": gguf.F32,
