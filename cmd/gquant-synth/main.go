@@ -1,0 +1,131 @@
+// Command gquant-synth writes a synthetic HuggingFace checkpoint (config.json, tokenizer
+// files, deterministic bf16 weights) for tests and benchmarks:
+//
+//	gquant-synth -preset tiny-qwen3 -o testdata/models/tiny-qwen3
+//	gquant-synth -preset qwen3-0.6b -o /tmp/q06 -shard-size 500MB -tokenizer ~/Qwen3-0.6B
+//
+// Dimension flags override the preset. The same flags always give the same bytes.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/gquant/gquant/formats/hf/synth"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "gquant-synth:", err)
+		if _, usage := err.(usageError); usage {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// usageError marks errors in the command line (exit code 2).
+type usageError struct{ error }
+
+// run parses the flags and generates the model.
+func run(args []string) error {
+	fs := flag.NewFlagSet("gquant-synth", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: gquant-synth -preset NAME -o DIR [flags]\npresets: %s\n", strings.Join(synth.Presets(), ", "))
+		fs.PrintDefaults()
+	}
+	preset := fs.String("preset", "tiny-llama", "model preset")
+	out := fs.String("o", "", "output folder (required)")
+	tokDir := fs.String("tokenizer", "", "copy tokenizer.json (+ tokenizer_config.json, generation_config.json) from this folder (default: stories260k's)")
+	seed := fs.Uint64("seed", 1, "random seed of the weights")
+	shardSize := fs.String("shard-size", "0", "split weights into shards of at most this size (bytes, or with KB/MB/GB suffix); 0: one file")
+	force := fs.Bool("force", false, "replace the model in an existing output folder")
+	arch := fs.String("arch", "", "override: architecture class (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)")
+	hidden := fs.Int("hidden", 0, "override: hidden_size")
+	inter := fs.Int("intermediate", 0, "override: intermediate_size")
+	layers := fs.Int("layers", 0, "override: num_hidden_layers")
+	heads := fs.Int("heads", 0, "override: num_attention_heads")
+	kvHeads := fs.Int("kv-heads", 0, "override: num_key_value_heads")
+	headDim := fs.Int("head-dim", 0, "override: head_dim")
+	vocab := fs.Int("vocab", 0, "override: vocab_size (default: the preset's, else the tokenizer's)")
+	tied := fs.Bool("tied", false, "override: tie_word_embeddings")
+	ropeTheta := fs.Float64("rope-theta", 0, "override: rope_theta")
+	llama3Rope := fs.Bool("llama3-rope-scaling", false, "override: add (true) or remove (false) Llama 3 rope_scaling")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	if *out == "" {
+		return usageError{fmt.Errorf("-o: output folder required")}
+	}
+	spec, err := synth.Preset(*preset)
+	if err != nil {
+		return usageError{err}
+	}
+	shard, err := parseSize(*shardSize)
+	if err != nil {
+		return usageError{fmt.Errorf("-shard-size: %v", err)}
+	}
+
+	// Apply only the overrides given on the command line.
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "arch":
+			spec.Arch = *arch
+		case "hidden":
+			spec.Hidden = *hidden
+		case "intermediate":
+			spec.Intermediate = *inter
+		case "layers":
+			spec.Layers = *layers
+		case "heads":
+			spec.Heads = *heads
+		case "kv-heads":
+			spec.KVHeads = *kvHeads
+		case "head-dim":
+			spec.HeadDim = *headDim
+		case "vocab":
+			spec.Vocab = *vocab
+		case "tied":
+			spec.Tied = *tied
+		case "rope-theta":
+			spec.RopeTheta = *ropeTheta
+		case "llama3-rope-scaling":
+			spec.RopeScaling = nil
+			if *llama3Rope {
+				spec.RopeScaling = synth.Llama3Scaling()
+			}
+		}
+	})
+	opts := synth.Options{Seed: *seed, TokenizerDir: *tokDir, ShardSize: shard, Force: *force}
+	return synth.Generate(*out, spec, opts)
+}
+
+// parseSize reads a byte count with an optional KB/MB/GB (powers of 1000) or KiB/MiB/GiB
+// suffix.
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	orig, mult := s, int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size", orig)
+	}
+	return n * mult, nil
+}

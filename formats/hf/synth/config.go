@@ -1,0 +1,73 @@
+package synth
+
+import "encoding/json"
+
+// configJSON builds config.json as transformers writes it for the architecture (keys sorted,
+// two-space indent, trailing newline).
+func configJSON(s Spec, vocab int, tok *tokenizer) ([]byte, error) {
+	c := map[string]any{
+		"architectures":           []string{s.Arch},
+		"model_type":              modelType[s.Arch],
+		"attention_dropout":       0.0,
+		"hidden_act":              "silu",
+		"hidden_size":             s.Hidden,
+		"initializer_range":       std,
+		"intermediate_size":       s.Intermediate,
+		"max_position_embeddings": s.MaxPositions,
+		"num_attention_heads":     s.Heads,
+		"num_hidden_layers":       s.Layers,
+		"num_key_value_heads":     s.KVHeads,
+		"rms_norm_eps":            s.RMSNormEps,
+		"rope_scaling":            nil,
+		"rope_theta":              s.RopeTheta,
+		"tie_word_embeddings":     s.Tied,
+		"torch_dtype":             "bfloat16",
+		"use_cache":               true,
+		"vocab_size":              vocab,
+	}
+	if s.HeadDim > 0 || s.Arch == Qwen3 {
+		c["head_dim"] = s.headDim()
+	}
+	if tok.bos != nil {
+		c["bos_token_id"] = tok.bos
+	}
+	if tok.eos != nil {
+		c["eos_token_id"] = tok.eos
+	}
+	if rs := s.RopeScaling; rs != nil {
+		c["rope_scaling"] = map[string]any{
+			"rope_type":                        rs.Type,
+			"factor":                           rs.Factor,
+			"low_freq_factor":                  rs.LowFreqFactor,
+			"high_freq_factor":                 rs.HighFreqFactor,
+			"original_max_position_embeddings": rs.OriginalMaxPositions,
+		}
+	}
+	switch s.Arch {
+	case Llama:
+		c["attention_bias"] = false
+		c["mlp_bias"] = false
+		c["pretraining_tp"] = 1
+	case Mistral:
+		c["sliding_window"] = nil
+	case Qwen2:
+		c["sliding_window"] = s.MaxPositions
+		c["use_sliding_window"] = false
+		c["max_window_layers"] = s.Layers
+	case Qwen3:
+		c["attention_bias"] = false
+		c["sliding_window"] = nil
+		c["use_sliding_window"] = false
+		c["max_window_layers"] = s.Layers
+	}
+	return marshal(c)
+}
+
+// marshal renders JSON as transformers does: sorted keys, two-space indent, final newline.
+func marshal(v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

@@ -1,0 +1,138 @@
+package synth
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The architectures the generator writes (HF class names, config.json "architectures").
+const (
+	Llama   = "LlamaForCausalLM"
+	Mistral = "MistralForCausalLM"
+	Qwen2   = "Qwen2ForCausalLM"
+	Qwen3   = "Qwen3ForCausalLM"
+)
+
+// modelType maps each architecture to config.json's model_type.
+var modelType = map[string]string{Llama: "llama", Mistral: "mistral", Qwen2: "qwen2", Qwen3: "qwen3"}
+
+// Spec is the shape of a synthetic model.
+type Spec struct {
+	Arch         string // one of Llama, Mistral, Qwen2, Qwen3
+	Hidden       int
+	Intermediate int
+	Layers       int
+	Heads        int
+	KVHeads      int
+	HeadDim      int // 0: Hidden/Heads, and head_dim is left out of config.json (Qwen3 always writes it)
+	Vocab        int // 0: the tokenizer's size (max id + 1)
+	Tied         bool
+	RopeTheta    float64
+	RMSNormEps   float64
+	MaxPositions int
+	RopeScaling  *RopeScaling // nil: "rope_scaling": null
+}
+
+// RopeScaling is config.json's rope_scaling object, as Llama 3.1+ writes it.
+type RopeScaling struct {
+	Type                 string // "llama3"
+	Factor               float64
+	LowFreqFactor        float64
+	HighFreqFactor       float64
+	OriginalMaxPositions int
+}
+
+// Llama3Scaling is the rope_scaling of Llama 3.2 1B/3B.
+func Llama3Scaling() *RopeScaling {
+	return &RopeScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 8192}
+}
+
+// presets are the named specs. The tiny ones have every row length a multiple of 256, so
+// that every block encoding applies; qwen3-0.6b has the shapes of Qwen/Qwen3-0.6B.
+var presets = map[string]Spec{
+	"tiny-llama": {Arch: Llama, Hidden: 256, Intermediate: 512, Layers: 2, Heads: 4, KVHeads: 4,
+		RopeTheta: 10000, RMSNormEps: 1e-5, MaxPositions: 2048},
+	"tiny-llama3": {Arch: Llama, Hidden: 256, Intermediate: 768, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64, Tied: true,
+		RopeTheta: 500000, RMSNormEps: 1e-5, MaxPositions: 131072, RopeScaling: Llama3Scaling()},
+	"tiny-mistral": {Arch: Mistral, Hidden: 256, Intermediate: 512, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64,
+		RopeTheta: 1000000, RMSNormEps: 1e-5, MaxPositions: 32768},
+	"tiny-qwen2": {Arch: Qwen2, Hidden: 256, Intermediate: 768, Layers: 2, Heads: 4, KVHeads: 2,
+		RopeTheta: 1000000, RMSNormEps: 1e-6, MaxPositions: 32768},
+	"tiny-qwen3": {Arch: Qwen3, Hidden: 256, Intermediate: 768, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 128, Tied: true,
+		RopeTheta: 1000000, RMSNormEps: 1e-6, MaxPositions: 40960},
+	"qwen3-0.6b": {Arch: Qwen3, Hidden: 1024, Intermediate: 3072, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128,
+		Vocab: 151936, Tied: true, RopeTheta: 1000000, RMSNormEps: 1e-6, MaxPositions: 40960},
+}
+
+// Presets lists the preset names, sorted.
+func Presets() []string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Preset returns a named spec (see Presets).
+func Preset(name string) (Spec, error) {
+	s, ok := presets[name]
+	if !ok {
+		return Spec{}, fmt.Errorf("synth: unknown preset %q (have %s)", name, strings.Join(Presets(), ", "))
+	}
+	if s.RopeScaling != nil {
+		rs := *s.RopeScaling
+		s.RopeScaling = &rs // callers may edit their copy
+	}
+	return s, nil
+}
+
+// headDim returns the attention head size.
+func (s Spec) headDim() int {
+	if s.HeadDim > 0 {
+		return s.HeadDim
+	}
+	return s.Hidden / s.Heads
+}
+
+// Validate reports every inconsistency of the spec in one line.
+func (s Spec) Validate() error {
+	var errs []string
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
+	}
+	if _, ok := modelType[s.Arch]; !ok {
+		bad("arch", "%q is not one of %s, %s, %s, %s", s.Arch, Llama, Mistral, Qwen2, Qwen3)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"hidden", s.Hidden}, {"intermediate", s.Intermediate}, {"layers", s.Layers}, {"heads", s.Heads}, {"kv-heads", s.KVHeads}, {"max-positions", s.MaxPositions}} {
+		if f.v <= 0 {
+			bad(f.name, "%d, must be positive", f.v)
+		}
+	}
+	if s.HeadDim < 0 || s.Vocab < 0 {
+		bad("head-dim/vocab", "must not be negative")
+	}
+	if s.Heads > 0 && s.KVHeads > 0 && s.Heads%s.KVHeads != 0 {
+		bad("kv-heads", "%d does not divide heads %d", s.KVHeads, s.Heads)
+	}
+	if s.Heads > 0 && s.HeadDim == 0 && s.Hidden%s.Heads != 0 {
+		bad("heads", "%d does not divide hidden %d: set head-dim", s.Heads, s.Hidden)
+	}
+	if s.Heads > 0 && s.headDim()%2 != 0 {
+		bad("head-dim", "%d is odd: RoPE rotates pairs", s.headDim())
+	}
+	if !(s.RopeTheta > 0) || !(s.RMSNormEps > 0) {
+		bad("rope-theta/rms-norm-eps", "must be positive")
+	}
+	if rs := s.RopeScaling; rs != nil && (rs.Type == "" || !(rs.Factor > 0)) {
+		bad("rope-scaling", "needs a type and a positive factor")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("synth: spec: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package synth
+
+import "fmt"
+
+// initKind says how a tensor's values are drawn.
+type initKind int
+
+const (
+	weightInit initKind = iota // ~N(0, 0.02), as transformers' initializer_range
+	normInit                   // ~1 + N(0, 0.02): RMSNorm gains near one
+)
+
+// tensorSpec is one tensor of the model, in model order.
+type tensorSpec struct {
+	name  string
+	shape []int
+	init  initKind
+}
+
+// elements returns the number of values.
+func (t tensorSpec) elements() int64 {
+	n := int64(1)
+	for _, d := range t.shape {
+		n *= int64(d)
+	}
+	return n
+}
+
+// tensorList lists the tensors of the model, named and shaped as HuggingFace transformers
+// saves them ([out, in] for linear weights), embedding first and lm_head last.
+func tensorList(s Spec, vocab int) []tensorSpec {
+	hd := s.headDim()
+	q, kv := s.Heads*hd, s.KVHeads*hd
+	ts := []tensorSpec{{"model.embed_tokens.weight", []int{vocab, s.Hidden}, weightInit}}
+	for i := range s.Layers {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		add := func(name string, init initKind, shape ...int) {
+			ts = append(ts, tensorSpec{p + name, shape, init})
+		}
+		add("input_layernorm.weight", normInit, s.Hidden)
+		add("self_attn.q_proj.weight", weightInit, q, s.Hidden)
+		add("self_attn.k_proj.weight", weightInit, kv, s.Hidden)
+		add("self_attn.v_proj.weight", weightInit, kv, s.Hidden)
+		if s.Arch == Qwen2 {
+			add("self_attn.q_proj.bias", weightInit, q)
+			add("self_attn.k_proj.bias", weightInit, kv)
+			add("self_attn.v_proj.bias", weightInit, kv)
+		}
+		if s.Arch == Qwen3 {
+			add("self_attn.q_norm.weight", normInit, hd)
+			add("self_attn.k_norm.weight", normInit, hd)
+		}
+		add("self_attn.o_proj.weight", weightInit, s.Hidden, q)
+		add("post_attention_layernorm.weight", normInit, s.Hidden)
+		add("mlp.gate_proj.weight", weightInit, s.Intermediate, s.Hidden)
+		add("mlp.up_proj.weight", weightInit, s.Intermediate, s.Hidden)
+		add("mlp.down_proj.weight", weightInit, s.Hidden, s.Intermediate)
+	}
+	ts = append(ts, tensorSpec{"model.norm.weight", []int{s.Hidden}, normInit})
+	if !s.Tied {
+		ts = append(ts, tensorSpec{"lm_head.weight", []int{vocab, s.Hidden}, weightInit})
+	}
+	return ts
+}
