@@ -1,7 +1,11 @@
 package convert
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
 	"encoding/json"
+	"github.com/gquant/gquant/formats/gguf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,4 +172,62 @@ func TestInteropLlamaCppLoadsOurGGUF(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestMatchesLlamaQuantize: for every scheme, every tensor gquant writes has the type and the
+// bytes llama-quantize wrote from the same weights (testdata/llamacpp/quantize-hashes.json).
+func TestMatchesLlamaQuantize(t *testing.T) {
+	b, err := os.ReadFile("../testdata/llamacpp/quantize-hashes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref map[string]map[string]map[string][2]string
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	dirs := map[string]string{"stories260k": "../testdata/models/stories260k"}
+	for _, d := range interopModels(t) {
+		dirs[filepath.Base(d)] = d
+	}
+	for model, schemes := range ref {
+		dir, ok := dirs[model]
+		if !ok {
+			t.Logf("%s: not available, skipped", model)
+			continue
+		}
+		for scheme, tensors := range schemes {
+			t.Run(model+"/"+scheme, func(t *testing.T) {
+				out := filepath.Join(t.TempDir(), "m.gguf")
+				if _, err := Convert(dir, out, Options{Scheme: scheme, Threads: 2}); err != nil {
+					t.Fatal(err)
+				}
+				got := tensorHashes(t, out)
+				if len(got) != len(tensors) {
+					t.Errorf("%d tensors, llama-quantize wrote %d", len(got), len(tensors))
+				}
+				for name, want := range tensors {
+					if g, ok := got[name]; !ok {
+						t.Errorf("%s: missing", name)
+					} else if g != want {
+						t.Errorf("%s: gquant %s %s…, llama-quantize %s %s…", name, g[0], g[1][:12], want[0], want[1][:12])
+					}
+				}
+			})
+		}
+	}
+}
+
+func tensorHashes(t *testing.T, path string) map[string][2]string {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string][2]string{}
+	for i, ti := range f.Tensors {
+		h := sha256.Sum256(f.TensorData(i))
+		out[ti.Name] = [2]string{ti.Type.String(), hex.EncodeToString(h[:])}
+	}
+	return out
 }
