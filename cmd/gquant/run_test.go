@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunCommand checks that gquant run prints the prompt and the reference's greedy
+// continuation (reference.json, computed outside this repository).
+func TestRunCommand(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "models", "stories260k")
+	b, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+	if err != nil {
+		t.Skip(err)
+	}
+	var ref struct {
+		Greedy struct {
+			FullText string `json:"full_text"`
+		} `json:"greedy"`
+	}
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"run", dir, "Once upon a time", "-n", "32", "--threads", "1"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if got := strings.TrimSuffix(stdout.String(), "\n"); got != ref.Greedy.FullText {
+		t.Errorf("run printed\n%q\nwant\n%q", got, ref.Greedy.FullText)
+	}
+	if code := execute([]string{"run", dir}, &stdout, &stderr); code != exitUsage {
+		t.Errorf("run without a prompt: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// TestBenchCommandJSON checks bench --json's fields.
+func TestBenchCommandJSON(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "models", "stories260k")
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"bench", dir, "-p", "16", "-n", "4", "-r", "1", "--threads", "1", "--json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var res map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	for _, k := range []string{"prefill_tok_s", "decode_tok_s", "threads", "model", "bytes_per_token"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("bench --json lacks %q: %s", k, stdout.String())
+		}
+	}
+	if v, _ := res["decode_tok_s"].(float64); !(v > 0) {
+		t.Errorf("decode_tok_s = %v", res["decode_tok_s"])
+	}
+}

@@ -1,0 +1,193 @@
+package runtime_test
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	. "github.com/gquant/gquant/runtime"
+	"github.com/gquant/gquant/runtime/kernels"
+)
+
+// peers returns the node binary and node_modules folder for the llama.cpp interop tests:
+// skipped unless GQUANT_NODE_MODULES is set, failing instead when GQUANT_REQUIRE_PEERS=1.
+func peers(t *testing.T) (node, modules string) {
+	t.Helper()
+	missing := func(why string) {
+		if os.Getenv("GQUANT_REQUIRE_PEERS") == "1" {
+			t.Fatalf("interop peer unavailable: %s", why)
+		}
+		t.Skipf("interop peer unavailable: %s", why)
+	}
+	modules = os.Getenv("GQUANT_NODE_MODULES")
+	if modules == "" {
+		missing("GQUANT_NODE_MODULES is not set")
+	}
+	if _, err := os.Stat(filepath.Join(modules, "node-llama-cpp")); err != nil {
+		missing(err.Error())
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing(err.Error())
+	}
+	return node, modules
+}
+
+// llamaProbs asks stock llama.cpp (node-llama-cpp, testdata/interop/llamacpp.mjs) for the
+// next-token distributions after every prefix of ids.
+func llamaProbs(t *testing.T, node, modules, model string, ids []int, vocab int) [][]float64 {
+	t.Helper()
+	// The context is larger than the sequence: a full context makes node-llama-cpp shift it
+	// before the last position.
+	req := map[string]any{"model": model, "ctx": len(ids) + 64, "vocab": vocab,
+		"ops": []any{map[string]any{"op": "probs", "ids": ids, "from": 0}}}
+	b, _ := json.Marshal(req)
+	reqPath := filepath.Join(t.TempDir(), "req.json")
+	if err := os.WriteFile(reqPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, filepath.Join("..", "testdata", "interop", "llamacpp.mjs"), reqPath)
+	cmd.Env = append(os.Environ(), "GQUANT_NODE_MODULES="+modules)
+	out, err := cmd.Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("llamacpp.mjs: %v: %s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	var res []struct {
+		Probs [][]float64 `json:"probs"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res) != 1 || len(res[0].Probs) != len(ids) {
+		t.Fatalf("llamacpp.mjs: unexpected answer (%v): %.200s", err, out)
+	}
+	return res[0].Probs
+}
+
+// evalTokens returns BOS and the first n−1 tokens of the TinyStories evaluation text.
+func evalTokens(t *testing.T, m *Model, n int) []int {
+	t.Helper()
+	path := filepath.Join("..", "..", "shared", "corpora", "tinystories-eval.txt")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Skipf("corpus not available: %v", err)
+	}
+	if len(b) > 8*n {
+		b = b[:8*n] // plenty for n tokens
+	}
+	ids := m.Tokenizer().Encode(string(b), true)
+	if len(ids) < n {
+		t.Fatalf("%s: only %d tokens", path, len(ids))
+	}
+	return ids[:n]
+}
+
+// TestLlamaCppAgreement compares the next-token distributions of gquant's runtime with stock
+// llama.cpp's on GGUFs of stories3m written by gquant's converter, over 256 positions of
+// TinyStories evaluation text: the mean KL(llama.cpp ‖ gquant) must stay below 1e-3.
+func TestLlamaCppAgreement(t *testing.T) {
+	node, modules := peers(t)
+	dir := modelDir(t, stories3m)
+	const positions = 256
+	for _, scheme := range []string{"f16", "q8_0", "q4_0", "q4_k_m"} {
+		t.Run(scheme, func(t *testing.T) {
+			checkAgainstLlamaCpp(t, node, modules, convertGGUF(t, dir, scheme), positions)
+		})
+	}
+}
+
+// TestLlamaCppQuantizedFiles does the same on GGUFs written by llama.cpp's llama-quantize (from
+// gquant's F16 GGUF), for the types gquant's converter did not make above; types the kernels do
+// not multiply (Q2_K, Q3_K, IQ4_XS) are widened to F32 at load. It needs GQUANT_LLAMA_QUANTIZE,
+// the path of a llama-quantize binary.
+func TestLlamaCppQuantizedFiles(t *testing.T) {
+	node, modules := peers(t)
+	quantizer := os.Getenv("GQUANT_LLAMA_QUANTIZE")
+	if quantizer == "" {
+		t.Skip("GQUANT_LLAMA_QUANTIZE is not set")
+	}
+	dir := modelDir(t, stories3m)
+	f16 := convertGGUF(t, dir, "f16")
+	for _, typ := range []string{"Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q5_K_M", "Q6_K", "Q2_K", "Q3_K_M", "IQ4_XS"} {
+		t.Run(typ, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), typ+".gguf")
+			if b, err := exec.Command(quantizer, f16, out, typ, "1").CombinedOutput(); err != nil {
+				t.Fatalf("llama-quantize: %v: %.500s", err, b)
+			}
+			checkAgainstLlamaCpp(t, node, modules, out, 256)
+		})
+	}
+}
+
+// checkAgainstLlamaCpp compares the next-token distributions over the first positions of the
+// evaluation text, in the default and in the float activation mode: the mean KL(llama.cpp ‖
+// gquant) must stay below 1e-3 in both.
+func checkAgainstLlamaCpp(t *testing.T, node, modules, path string, positions int) {
+	t.Helper()
+	var want [][]float64
+	for _, mode := range []kernels.ActMode{kernels.ActDefault, kernels.ActFloat} {
+		m := loadModel(t, path, Options{Threads: 2, Mode: mode})
+		ids := evalTokens(t, m, positions)
+		V := m.Vocab()
+		if want == nil {
+			want = llamaProbs(t, node, modules, path, ids, V)
+		}
+		logits, err := m.Eval(m.NewState(len(ids)), ids, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mean, worst, at, same := compareDists(want, logits, V)
+		name := filepath.Base(path)
+		t.Logf("%s, %v activations: mean KL %.3g, max KL %.3g (position %d), same top-1 %d/%d",
+			name, mode, mean, worst, at, same, len(ids))
+		if mean > 1e-3 {
+			t.Errorf("%s, %v activations: mean KL(llama.cpp ‖ gquant) %g exceeds 1e-3", name, mode, mean)
+		}
+	}
+}
+
+// compareDists returns the mean and largest KL(want ‖ softmax(logits)) over the positions,
+// where the largest is, and how often the argmaxes agree.
+func compareDists(want [][]float64, logits []float32, V int) (mean, worst float64, at, same int) {
+	for p := range want {
+		got := logSoftmax(logits[p*V : (p+1)*V])
+		kl, top := 0.0, 0
+		for i, q := range want[p] {
+			if q > want[p][top] {
+				top = i
+			}
+			if q > 0 {
+				kl += q * (math.Log(q) - got[i])
+			}
+		}
+		if Argmax(logits[p*V:(p+1)*V]) == top {
+			same++
+		}
+		mean += kl
+		if kl > worst {
+			worst, at = kl, p
+		}
+	}
+	return mean / float64(len(want)), worst, at, same
+}
+
+// logSoftmax returns log-probabilities in float64.
+func logSoftmax(x []float32) []float64 {
+	mx := math.Inf(-1)
+	for _, v := range x {
+		mx = math.Max(mx, float64(v))
+	}
+	var s float64
+	for _, v := range x {
+		s += math.Exp(float64(v) - mx)
+	}
+	lse := mx + math.Log(s)
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v) - lse
+	}
+	return out
+}
