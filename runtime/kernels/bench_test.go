@@ -1,0 +1,126 @@
+package kernels
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// Benchmarks report GB/s of weight bytes read (one thread). To measure weights streamed from
+// memory rather than cache, each benchmark cycles over enough copies of its matrix to exceed
+// benchColdBytes. Run, for example:
+//
+//	go test -run - -bench 'MatVec/Q4_0' ./runtime/kernels/
+
+const benchColdBytes = 96 << 20
+
+var benchShapes = []struct{ rows, cols int }{{4096, 4096}, {1024, 3072}}
+
+func benchMatrices(b *testing.B, wt WType, rows, cols int) []*Matrix {
+	rng := rand.New(rand.NewPCG(11, uint64(wt)))
+	rb, _ := wt.RowBytes(cols)
+	one := make([]byte, rows*rb)
+	for r := 0; r < rows; r++ {
+		copy(one[r*rb:], genRow(wt, cols, rng, 0))
+	}
+	n := max(1, benchColdBytes/len(one))
+	ms := make([]*Matrix, n)
+	for i := range ms {
+		data := make([]byte, len(one))
+		copy(data, one)
+		m, err := NewMatrix(wt, rows, cols, data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms[i] = m
+	}
+	return ms
+}
+
+func BenchmarkMatVec(b *testing.B) {
+	for _, wt := range Types {
+		for _, sh := range benchShapes {
+			var ms []*Matrix
+			for _, mode := range []ActMode{ActFloat, ActQuant} {
+				if !wt.quantized() && mode == ActQuant && wt == F32 {
+					continue
+				}
+				for _, impl := range Impls() {
+					name := fmt.Sprintf("%v/%v/%dx%d/%s", wt, mode, sh.rows, sh.cols, impl)
+					b.Run(name, func(b *testing.B) {
+						if ms == nil {
+							ms = benchMatrices(b, wt, sh.rows, sh.cols)
+						}
+						restore, _ := SetImpl(impl)
+						defer restore()
+						x := make([]float32, sh.cols)
+						for i := range x {
+							x[i] = float32(i%7) - 3
+						}
+						y := make([]float32, sh.rows)
+						var s Scratch
+						for _, m := range ms {
+							m.Mode = mode
+							m.Pack()
+						}
+						bytes := int64(len(ms[0].Data))
+						b.SetBytes(bytes)
+						b.ResetTimer()
+						for i := 0; b.Loop(); i++ {
+							m := ms[i%len(ms)]
+							m.MatVec(y, x, 0, sh.rows, &s)
+						}
+						b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+					})
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkMatMul measures prefill: 64 tokens against one matrix (weights reused from cache
+// across tokens), reported as weight GB/s and tokens·rows per second.
+func BenchmarkMatMul(b *testing.B) {
+	const nTok = 64
+	for _, wt := range []WType{BF16, Q8_0, Q4_0, Q4_K, Q6_K} {
+		rows, cols := 1024, 4096
+		var ms []*Matrix
+		for _, impl := range Impls() {
+			b.Run(fmt.Sprintf("%v/%dtok/%dx%d/%s", wt, nTok, rows, cols, impl), func(b *testing.B) {
+				if ms == nil {
+					ms = benchMatrices(b, wt, rows, cols)[:1]
+				}
+				restore, _ := SetImpl(impl)
+				defer restore()
+				m := ms[0]
+				m.Pack()
+				X := make([]float32, nTok*cols)
+				for i := range X {
+					X[i] = float32(i%11) - 5
+				}
+				Y := make([]float32, nTok*rows)
+				var s Scratch
+				b.SetBytes(int64(len(m.Data)))
+				for b.Loop() {
+					m.MatMul(Y, X, nTok, 0, rows, &s)
+				}
+				b.ReportMetric(float64(nTok)*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+	}
+}
+
+// BenchmarkPoolRun measures a fork-join round trip with empty work.
+func BenchmarkPoolRun(b *testing.B) {
+	for _, n := range []int{1, 2} {
+		b.Run(fmt.Sprint(n, "workers"), func(b *testing.B) {
+			p := NewPool(n)
+			defer p.Close()
+			var sink [2]int
+			f := func(w, lo, hi int) { sink[w] += hi - lo }
+			for b.Loop() {
+				p.Run(64, 1, f)
+			}
+		})
+	}
+}

@@ -1,0 +1,34 @@
+// Package kernels holds the compute kernels of gquant's CPU runtime: matrix × vector (decode) and
+// matrix × matrix (prefill) products over weights stored as raw GGUF/ggml bytes, and the worker
+// pool that splits them across threads.
+//
+// A Matrix wraps the bytes of one weight tensor (row-major, one ggml row per output feature).
+// Its products come in two activation modes (ActMode):
+//
+//   - ActFloat: the weights are decoded to float32 and multiplied by float32 activations
+//     (W4A16-style).
+//   - ActQuant: the activations are first converted exactly as llama.cpp's CPU backend converts
+//     them for that weight type (its vec_dot_type): Q8_0 blocks for Q4_0, Q5_0, Q8_0 and IQ4_NL;
+//     Q8_1 blocks for Q4_1 and Q5_1; Q8_K super-blocks for Q4_K, Q5_K and Q6_K; fp16 or bf16
+//     rounding for F16 and BF16 weights. The block products are then integer dot products, so
+//     the result equals llama.cpp's up to the order of float additions (W4A8-style).
+//
+// Each kernel has a generic Go implementation, always built and used as the reference, and on
+// amd64 assembly (AVX-512 F/BW/VL + VNNI) for the hot paths, chosen once at start from the CPU
+// features. Build with -tags purego, or set GQUANT_NOASM=1, to force the generic code. Impl
+// names the implementation in use; SetImpl switches it (for tests and benchmarks).
+//
+// Assembly ("avx512vnni", needs AVX-512 F/BW/VL and VNNI):
+//
+//   - ActQuant, quantized weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K):
+//     VPDPBUSD over a repacked copy of the weights (16 blocks or sub-blocks interleaved so that
+//     each 32-bit lane accumulates one of them, see pack.go); Matrix.Pack builds it.
+//   - ActFloat, the same quantized types: blocks decoded in registers from the ggml layout,
+//     then FMA (W4A16-style).
+//   - F32, F16, BF16 (either mode): widen + FMA; products of 4 or more tokens use a 4-row ×
+//     4-token GEMM kernel.
+//
+// The generic code always reads the ggml layout in Matrix.Data. For threads, Pool runs a
+// product's row ranges on persistent workers; prepare the activations once (Matrix.Prepare)
+// and call Matrix.MulActs from each worker.
+package kernels

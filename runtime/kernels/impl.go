@@ -1,0 +1,60 @@
+package kernels
+
+import (
+	"fmt"
+	"os"
+)
+
+// implTable is one implementation of the kernels. Fields left nil fall back to generic Go.
+type implTable struct {
+	name string
+	// mul computes rows [r0,r1) of Y (nTok×Rows) from a, reading m's packed form when
+	// packs(m.Type) holds; it returns false when it has no kernel for m.Type and a.kind.
+	mul func(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int) bool
+	// wantsIL reports whether Prepare must fill a's interleaved copies for kind k.
+	wantsIL func(k actKind) bool
+	// packs reports whether ActQuant products of type t read a repacked copy of the weights.
+	packs func(t WType) bool
+}
+
+var genericImpl = &implTable{name: "generic"}
+
+// impls lists the implementations this build and CPU can run, best first; the generic one is
+// always last. asmImpls comes from the architecture's file (empty without assembly).
+var impls = append(asmImpls(), genericImpl)
+
+// current is the implementation in use, chosen once at start (GQUANT_NOASM=1 forces the
+// generic one); SetImpl changes it.
+var current = func() *implTable {
+	if os.Getenv("GQUANT_NOASM") == "1" {
+		return genericImpl
+	}
+	return impls[0]
+}()
+
+// Impl returns the name of the implementation in use: "avx512vnni" or "generic".
+func Impl() string { return current.name }
+
+// Impls lists the names of the implementations available on this machine, best first
+// ("generic" is always present and last).
+func Impls() []string {
+	names := make([]string, len(impls))
+	for i, im := range impls {
+		names[i] = im.name
+	}
+	return names
+}
+
+// SetImpl switches the implementation (one of Impls) and returns a function that restores the
+// previous one. It is meant for tests and benchmarks: it must not run concurrently with any
+// kernel call, and Acts prepared under one implementation cannot be used under another.
+func SetImpl(name string) (restore func(), err error) {
+	for _, im := range impls {
+		if im.name == name {
+			prev := current
+			current = im
+			return func() { current = prev }, nil
+		}
+	}
+	return nil, fmt.Errorf("kernels: implementation %q not available (have %v)", name, Impls())
+}

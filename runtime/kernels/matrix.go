@@ -1,0 +1,277 @@
+package kernels
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// ActMode selects how activations meet the weights.
+type ActMode uint8
+
+const (
+	// ActDefault is ActQuant for block-quantized weights and ActFloat for F32, F16 and BF16.
+	ActDefault ActMode = iota
+	// ActFloat multiplies decoded weights by float32 activations (W4A16-style).
+	ActFloat
+	// ActQuant converts the activations as llama.cpp does for the weight type (Q8_0, Q8_1,
+	// Q8_K blocks; fp16 or bf16 rounding for F16 and BF16 weights) and multiplies in integers
+	// where the weights are quantized: the result matches llama.cpp's (W4A8-style).
+	ActQuant
+)
+
+// String names the mode.
+func (a ActMode) String() string {
+	switch a {
+	case ActDefault:
+		return "default"
+	case ActFloat:
+		return "float"
+	case ActQuant:
+		return "quant"
+	}
+	return fmt.Sprintf("ActMode(%d)", uint8(a))
+}
+
+// Matrix is a weight tensor of Rows rows and Cols columns in ggml's layout: row r occupies
+// Data[r·RowBytes : (r+1)·RowBytes]. Create it with NewMatrix. A Matrix may be used by many
+// goroutines at once; it must not be copied after first use, and Data must not change once a
+// product has run (the packed copy would go stale).
+type Matrix struct {
+	Type       WType
+	Rows, Cols int
+	Data       []byte
+	// Mode is the activation mode of the products; it may be changed between products (not
+	// during one).
+	Mode ActMode
+
+	rowBytes int
+	mu       sync.Mutex
+	pk       atomic.Pointer[packed]
+}
+
+// NewMatrix wraps data (not copied) as a rows×cols matrix of type t.
+func NewMatrix(t WType, rows, cols int, data []byte) (*Matrix, error) {
+	rb, err := t.RowBytes(cols)
+	if err != nil {
+		return nil, err
+	}
+	if rows <= 0 {
+		return nil, fmt.Errorf("row count %d is not positive", rows)
+	}
+	if len(data) != rows*rb {
+		return nil, fmt.Errorf("%v %dx%d needs %d bytes, have %d", t, rows, cols, rows*rb, len(data))
+	}
+	return &Matrix{Type: t, Rows: rows, Cols: cols, Data: data, rowBytes: rb}, nil
+}
+
+// RowBytes returns the bytes of one row of m in ggml's layout.
+func (m *Matrix) RowBytes() int { return m.rowBytes }
+
+// mode resolves ActDefault.
+func (m *Matrix) mode() ActMode {
+	if m.Mode == ActDefault {
+		if m.Type.quantized() {
+			return ActQuant
+		}
+		return ActFloat
+	}
+	return m.Mode
+}
+
+// actKind returns the activation form m's products take.
+func (m *Matrix) actKind() actKind {
+	if m.mode() == ActFloat {
+		return actF32
+	}
+	switch m.Type {
+	case F16:
+		return actF16
+	case BF16:
+		return actBF16
+	case Q4_0, Q5_0, Q8_0, IQ4_NL:
+		return actQ8_0
+	case Q4_1, Q5_1:
+		return actQ8_1
+	case Q4_K, Q5_K, Q6_K:
+		return actQ8_K
+	}
+	return actF32
+}
+
+// Pack builds the repacked copy of the weights that the current implementation's quantized
+// kernels read (about the size of Data, on the heap; Data itself is still read by the generic
+// code, so it may stay a read-only file mapping). Products call it on first use; calling it
+// up front moves that cost to load time. It does nothing when no repacking applies.
+func (m *Matrix) Pack() {
+	m.valid()
+	m.packedFor(current)
+}
+
+// packedFor returns m's packed form for implementation im, building it once.
+func (m *Matrix) packedFor(im *implTable) *packed {
+	if im.packs == nil || !im.packs(m.Type) {
+		return nil
+	}
+	if p := m.pk.Load(); p != nil {
+		return p
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.pk.Load(); p != nil {
+		return p
+	}
+	p := packMatrix(m)
+	m.pk.Store(p)
+	return p
+}
+
+// valid panics when m was not made by NewMatrix.
+func (m *Matrix) valid() {
+	if m.rowBytes == 0 {
+		panic("kernels: Matrix not created by NewMatrix")
+	}
+}
+
+// Prepare converts nTok activation rows X (nTok×Cols, row-major) into a in the form m's
+// products need under the current implementation.
+func (m *Matrix) Prepare(a *Acts, X []float32, nTok int) {
+	m.valid()
+	if nTok < 0 || len(X) < nTok*m.Cols {
+		panic(fmt.Sprintf("kernels: Prepare: %d tokens of %d columns need %d values, have %d", nTok, m.Cols, nTok*m.Cols, len(X)))
+	}
+	prepareActs(a, m.actKind(), X[:nTok*m.Cols], nTok, m.Cols)
+}
+
+// prepareActs fills a for kind k.
+func prepareActs(a *Acts, k actKind, X []float32, nTok, cols int) {
+	a.kind, a.impl, a.nTok, a.cols = k, current, nTok, cols
+	switch k {
+	case actF32, actF16, actBF16:
+		a.f = growF32(a.f, len(X))
+		switch k {
+		case actF32:
+			copy(a.f, X)
+		case actF16:
+			for i, v := range X {
+				a.f[i] = roundF16(v)
+			}
+		case actBF16:
+			for i, v := range X {
+				a.f[i] = roundBF16(v)
+			}
+		}
+	case actQ8_0, actQ8_1:
+		nb := len(X) / 32
+		a.qs, a.d = growI8(a.qs, len(X)), growF32(a.d, nb)
+		var s []float32
+		if k == actQ8_1 {
+			a.s = growF32(a.s, nb)
+			s = a.s
+		}
+		quantizeQ8_0(a.qs, a.d, s, X)
+	case actQ8_K:
+		nb := len(X) / 256
+		a.qs, a.d, a.bsums = growI8(a.qs, len(X)), growF32(a.d, nb), growI16(a.bsums, 16*nb)
+		quantizeQ8_K(a.qs, a.d, a.bsums, X)
+	}
+	if current.wantsIL != nil && current.wantsIL(k) {
+		interleaveActs(a)
+	}
+}
+
+// MulActs computes Y[t·Rows + r] = Σ_k W[r,k]·X[t,k] for rows r in [r0,r1) and every token t of
+// a (prepared by Prepare of a matrix with the same Cols and activation form). Rows outside
+// [r0,r1) are left alone, so workers may fill disjoint row ranges of one Y concurrently.
+func (m *Matrix) MulActs(Y []float32, a *Acts, r0, r1 int) {
+	m.valid()
+	if a.kind != m.actKind() || a.cols != m.Cols || a.impl != current {
+		panic(fmt.Sprintf("kernels: MulActs: activations prepared for another matrix kind (%v %v, %d columns)", m.Type, m.mode(), m.Cols))
+	}
+	if r0 < 0 || r1 > m.Rows || r0 > r1 || len(Y) < (a.nTok-1)*m.Rows+r1 {
+		panic(fmt.Sprintf("kernels: MulActs: rows [%d,%d) of %d, %d tokens, len(Y) %d", r0, r1, m.Rows, a.nTok, len(Y)))
+	}
+	if r0 == r1 || a.nTok == 0 {
+		return
+	}
+	if current.mul != nil && current.mul(m, m.packedFor(current), Y, a, r0, r1) {
+		return
+	}
+	genericMul(m, Y, a, r0, r1)
+}
+
+// Scratch holds per-worker buffers for MatVec and MatMul. The zero value is ready to use; one
+// Scratch must not be used by two goroutines at once.
+type Scratch struct {
+	acts Acts
+}
+
+// MatVec computes y[r] = Σ_k W[r,k]·x[k] for r in [r0,r1). It prepares x on every call: when
+// several workers share one x, call Prepare once and MulActs in each worker instead.
+func (m *Matrix) MatVec(y, x []float32, r0, r1 int, s *Scratch) {
+	m.MatMul(y, x, 1, r0, r1, s)
+}
+
+// MatMul computes Y[t·Rows + r] = Σ_k W[r,k]·X[t·Cols + k] for nTok tokens and r in [r0,r1).
+// Quantized products give each token the same bits as MatVec would; F32, F16 and BF16 products
+// of 4 or more tokens use a GEMM kernel that adds in another order (float rounding differs).
+func (m *Matrix) MatMul(Y, X []float32, nTok, r0, r1 int, s *Scratch) {
+	m.Prepare(&s.acts, X, nTok)
+	m.MulActs(Y, &s.acts, r0, r1)
+}
+
+// rowBufPool recycles the float rows the generic float path decodes weights into.
+var rowBufPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// genericMul is the reference product, on the ggml layout.
+func genericMul(m *Matrix, Y []float32, a *Acts, r0, r1 int) {
+	rb, cols, rows := m.rowBytes, m.Cols, m.Rows
+	switch a.kind {
+	case actF32, actF16, actBF16:
+		bp := rowBufPool.Get().(*[]float32)
+		row := growF32(*bp, cols)
+		for r := r0; r < r1; r++ {
+			dequantRow(m.Type, row, m.Data[r*rb:(r+1)*rb])
+			for t := 0; t < a.nTok; t++ {
+				Y[t*rows+r] = dotF32(row, a.f[t*cols:(t+1)*cols])
+			}
+		}
+		*bp = row
+		rowBufPool.Put(bp)
+		return
+	}
+	for t := 0; t < a.nTok; t++ {
+		q := a.qs[t*cols : (t+1)*cols]
+		for r := r0; r < r1; r++ {
+			w := m.Data[r*rb : (r+1)*rb]
+			var v float32
+			switch m.Type {
+			case Q4_0:
+				nb := cols / 32
+				v = dotQ4_0Q8_0(w, q, a.d[t*nb:(t+1)*nb], nil)
+			case IQ4_NL:
+				nb := cols / 32
+				v = dotQ4_0Q8_0(w, q, a.d[t*nb:(t+1)*nb], &kvaluesIQ4NL)
+			case Q4_1:
+				nb := cols / 32
+				v = dotQ4_1Q8_1(w, q, a.d[t*nb:(t+1)*nb], a.s[t*nb:(t+1)*nb])
+			case Q5_0:
+				nb := cols / 32
+				v = dotQ5Q8(w, q, a.d[t*nb:(t+1)*nb], nil)
+			case Q5_1:
+				nb := cols / 32
+				v = dotQ5Q8(w, q, a.d[t*nb:(t+1)*nb], a.s[t*nb:(t+1)*nb])
+			case Q8_0:
+				nb := cols / 32
+				v = dotQ8_0Q8_0(w, q, a.d[t*nb:(t+1)*nb])
+			case Q4_K, Q5_K:
+				nb := cols / 256
+				v = dotQ45KQ8K(w, q, a.d[t*nb:(t+1)*nb], a.bsums[16*t*nb:16*(t+1)*nb], m.Type == Q5_K)
+			case Q6_K:
+				nb := cols / 256
+				v = dotQ6KQ8K(w, q, a.d[t*nb:(t+1)*nb])
+			}
+			Y[t*rows+r] = v
+		}
+	}
+}

@@ -1,0 +1,292 @@
+package kernels
+
+import "encoding/binary"
+
+// Repacked ("interleaved") layouts read by the assembly kernels.
+//
+// A group is 16 lanes: for the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) a
+// lane is one block and a group 16 consecutive blocks (512 elements; the last group of a row is
+// padded with zero blocks); for the K-quants a lane is a 16-element sub-block and a group one
+// 256-element super-block. With W elements per lane, step s (0 ≤ s < W/4) of a group is 64
+// bytes: byte 4j+b holds element W·j + 4s + b. One VPDPBUSD per step then accumulates in 32-bit
+// lane j the dot product of lane j's elements, so a group's 16 lane sums come out without any
+// horizontal reduction. Activations are interleaved the same way (interleaveActs).
+//
+// 4-bit values take two steps per 64 bytes: byte 4j+b of nibble chunk c holds step 2c's value
+// in its low nibble and step 2c+1's in its high one. Per group, in order:
+//
+//	Q4_0, IQ4_NL  nibbles[256] d[16]f16                      288 bytes (= 16 blocks of 18)
+//	Q4_1          nibbles[256] d[16]f16 m[16]f16             320
+//	Q5_0          nibbles[256] hi[8]u64 d[16]f16             352
+//	Q5_1          nibbles[256] hi[8]u64 d[16]f16 m[16]f16    384
+//	Q8_0          (q+128)[512]u8 d[16]f16                    544
+//	Q4_K          nibbles[128] sc[8] m[8] d dmin f16         148 (ggml: 144)
+//	Q5_K          nibbles[128] hi[4]u64 sc[8] m[8] d dmin    180 (ggml: 176)
+//	Q6_K          nibbles[128] hi2[64] sc[16]i8 d            210
+//
+// hi[s] has bit 4j+b set when the value at step s, byte 4j+b has its bit 4 set (the fifth bit);
+// hi2 byte 4j+b holds in bits 2s, 2s+1 bits 4-5 of the value at step s. Q4_0 and IQ4_NL keep
+// their 0..15 codes, Q5_0 its 0..31 codes (the −8/−16 offset and IQ4_NL's table are applied in
+// the kernel); Q6_K keeps its 0..63 codes (offset 32 applied with the Q8_K sums).
+
+// packed is a repacked copy of a matrix.
+type packed struct {
+	data     []byte
+	rowBytes int // bytes per packed row
+	groups   int // groups per row
+}
+
+// groupBytes returns the bytes of one packed group of type t and its lane width in elements.
+func groupBytes(t WType) (bytes, lane int) {
+	switch t {
+	case Q4_0, IQ4_NL:
+		return 288, 32
+	case Q4_1:
+		return 320, 32
+	case Q5_0:
+		return 352, 32
+	case Q5_1:
+		return 384, 32
+	case Q8_0:
+		return 544, 32
+	case Q4_K:
+		return 148, 16
+	case Q5_K:
+		return 180, 16
+	case Q6_K:
+		return 210, 16
+	}
+	return 0, 0
+}
+
+// ilIndex returns the byte offset, inside a group's interleaved values, of element e of the
+// group (lane width w).
+func ilIndex(e, w int) int {
+	j, s, b := e/w, e%w/4, e%4
+	return 64*s + 4*j + b
+}
+
+// packMatrix repacks every row of m.
+func packMatrix(m *Matrix) *packed {
+	gb, lane := groupBytes(m.Type)
+	groups := (m.Cols + 16*lane - 1) / (16 * lane)
+	p := &packed{rowBytes: groups * gb, groups: groups}
+	p.data = make([]byte, m.Rows*p.rowBytes)
+	vals := make([]uint8, groups*16*lane)
+	for r := 0; r < m.Rows; r++ {
+		packRow(m.Type, p.data[r*p.rowBytes:(r+1)*p.rowBytes], m.Data[r*m.rowBytes:(r+1)*m.rowBytes], m.Cols, vals)
+	}
+	return p
+}
+
+// packRow repacks one row of cols elements from src (ggml layout) into dst; vals is scratch of
+// one row's padded length.
+func packRow(t WType, dst, src []byte, cols int, vals []uint8) {
+	clear(dst)
+	clear(vals)
+	gb, lane := groupBytes(t)
+	groups := len(dst) / gb
+	gElems := 16 * lane
+	// Unpack the codes (unsigned, as stored) of the whole row into vals.
+	codes(t, vals, src, cols)
+	for g := 0; g < groups; g++ {
+		out := dst[g*gb : (g+1)*gb]
+		v := vals[g*gElems : (g+1)*gElems]
+		steps := lane / 4
+		switch t {
+		case Q8_0:
+			for e, c := range v {
+				out[ilIndex(e, lane)] = c
+			}
+		default:
+			for e, c := range v {
+				i := ilIndex(e, lane)
+				s, pos := i/64, i%64
+				out[64*(s/2)+pos] |= (c & 15) << (4 * (s % 2))
+				switch t {
+				case Q5_0, Q5_1, Q5_K:
+					if c&16 != 0 {
+						hi := out[32*steps+8*s:]
+						hi[pos/8] |= 1 << (pos % 8)
+					}
+				case Q6_K:
+					out[32*steps+pos] |= (c >> 4 & 3) << (2 * s)
+				}
+			}
+		}
+		// Scales.
+		tail := out[32*steps:]
+		switch t {
+		case Q5_0, Q5_1, Q5_K:
+			tail = tail[8*steps:]
+		case Q6_K:
+			tail = tail[64:]
+		case Q8_0:
+			tail = out[512:]
+		}
+		bs := t.TypeSize()
+		switch t {
+		case Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q8_0:
+			for j := 0; j < 16; j++ {
+				b := 16*g + j
+				if b >= cols/32 {
+					break
+				}
+				blk := src[b*bs:]
+				copy(tail[2*j:], blk[:2])
+				if t == Q4_1 || t == Q5_1 {
+					copy(tail[32+2*j:], blk[2:4])
+				}
+			}
+		case Q4_K, Q5_K:
+			blk := src[g*bs:]
+			for j := 0; j < 8; j++ {
+				tail[j], tail[8+j] = scaleMinK4(j, blk[4:16])
+			}
+			copy(tail[16:20], blk[:4])
+		case Q6_K:
+			blk := src[g*bs:]
+			copy(tail[:16], blk[192:208])
+			copy(tail[16:18], blk[208:210])
+		}
+	}
+}
+
+// codes writes the unsigned codes of one row of type t: Q4_0/Q4_1/IQ4_NL/Q4_K 0..15, Q5_* 0..31,
+// Q6_K 0..63, Q8_0 the int8 value plus 128.
+func codes(t WType, vals []uint8, src []byte, cols int) {
+	switch t {
+	case Q4_0, IQ4_NL, Q4_1:
+		bs, off := 18, 2
+		if t == Q4_1 {
+			bs, off = 20, 4
+		}
+		for b := 0; b < cols/32; b++ {
+			qs := src[b*bs+off:]
+			for j := 0; j < 16; j++ {
+				vals[32*b+j], vals[32*b+j+16] = qs[j]&15, qs[j]>>4
+			}
+		}
+	case Q5_0, Q5_1:
+		bs, off := 22, 2
+		if t == Q5_1 {
+			bs, off = 24, 4
+		}
+		for b := 0; b < cols/32; b++ {
+			blk := src[b*bs:]
+			qh := binary.LittleEndian.Uint32(blk[off:])
+			qs := blk[off+4:]
+			for j := 0; j < 16; j++ {
+				vals[32*b+j] = qs[j]&15 | uint8(qh>>j&1)<<4
+				vals[32*b+j+16] = qs[j]>>4 | uint8(qh>>(j+16)&1)<<4
+			}
+		}
+	case Q8_0:
+		for b := 0; b < cols/32; b++ {
+			for j := 0; j < 32; j++ {
+				vals[32*b+j] = src[34*b+2+j] ^ 0x80
+			}
+		}
+	case Q4_K, Q5_K:
+		bs := 144
+		if t == Q5_K {
+			bs = 176
+		}
+		for b := 0; b < cols/256; b++ {
+			blk := src[b*bs:]
+			qs, qh := blk[16:], []byte(nil)
+			if t == Q5_K {
+				qh, qs = blk[16:48], blk[48:]
+			}
+			v := vals[256*b:]
+			for j := 0; j < 4; j++ {
+				for l := 0; l < 32; l++ {
+					c0, c1 := qs[32*j+l]&15, qs[32*j+l]>>4
+					if qh != nil {
+						c0 |= (qh[l] >> (2 * j) & 1) << 4
+						c1 |= (qh[l] >> (2*j + 1) & 1) << 4
+					}
+					v[64*j+l], v[64*j+32+l] = c0, c1
+				}
+			}
+		}
+	case Q6_K:
+		for b := 0; b < cols/256; b++ {
+			blk := src[b*210:]
+			v := vals[256*b:]
+			for n := 0; n < 2; n++ {
+				ql, qh := blk[64*n:], blk[128+32*n:]
+				for l := 0; l < 32; l++ {
+					v[128*n+l] = ql[l]&15 | (qh[l]&3)<<4
+					v[128*n+l+32] = ql[l+32]&15 | (qh[l]>>2&3)<<4
+					v[128*n+l+64] = ql[l]>>4 | (qh[l]>>4&3)<<4
+					v[128*n+l+96] = ql[l+32]>>4 | (qh[l]>>6&3)<<4
+				}
+			}
+		}
+	}
+}
+
+// ilLayout returns, for an activation kind, the lane width and the number of groups per token.
+func ilLayout(k actKind, cols int) (lane, groups int) {
+	if k == actQ8_K {
+		return 16, cols / 256
+	}
+	return 32, (cols + 511) / 512
+}
+
+// interleaveActs fills a's interleaved copies from its ggml-layout quantized values.
+func interleaveActs(a *Acts) {
+	if a.kind != actQ8_0 && a.kind != actQ8_1 && a.kind != actQ8_K {
+		return
+	}
+	lane, groups := ilLayout(a.kind, a.cols)
+	gElems := 16 * lane
+	perTok := groups * gElems
+	a.il = growU8(a.il, a.nTok*perTok)
+	clear(a.il)
+	if a.kind == actQ8_K {
+		nb := a.cols / 256
+		a.ilD = growF32(a.ilD, a.nTok*nb)
+		copy(a.ilD, a.d[:a.nTok*nb])
+		a.ilSm = growI32(a.ilSm, a.nTok*16*nb)
+		for i, v := range a.bsums[:a.nTok*16*nb] {
+			a.ilSm[i] = int32(v)
+		}
+	} else {
+		// Per group: 16 scales d, then (Q8_1) 16 sums s; padding blocks stay zero.
+		nbTok, per := a.cols/32, 16
+		if a.kind == actQ8_1 {
+			per = 32
+		}
+		a.ilD = growF32(a.ilD, a.nTok*groups*per)
+		a.ilSm = growI32(a.ilSm, a.nTok*groups*16)
+		clear(a.ilD)
+		clear(a.ilSm)
+		for t := 0; t < a.nTok; t++ {
+			for b := 0; b < nbTok; b++ {
+				g, j := t*groups+b/16, b%16
+				a.ilD[g*per+j] = a.d[t*nbTok+b]
+				if a.kind == actQ8_1 {
+					a.ilD[g*per+16+j] = a.s[t*nbTok+b]
+				}
+				sum := int32(0)
+				for _, v := range a.qs[t*a.cols+32*b : t*a.cols+32*b+32] {
+					sum += int32(v)
+				}
+				a.ilSm[g*16+j] = sum
+			}
+		}
+	}
+	for t := 0; t < a.nTok; t++ {
+		src := a.qs[t*a.cols : (t+1)*a.cols]
+		dst := a.il[t*perTok : (t+1)*perTok]
+		for g := 0; g*gElems < a.cols; g++ {
+			out := dst[g*gElems : (g+1)*gElems]
+			end := min(a.cols, (g+1)*gElems)
+			for e, v := range src[g*gElems : end] {
+				out[ilIndex(e, lane)] = uint8(v)
+			}
+		}
+	}
+}

@@ -1,0 +1,301 @@
+package kernels
+
+// Independent float64 references used by the tests: block decoding written from the format
+// descriptions (gguf.md, ggml-common.h) without the package's code, activation quantizers
+// following ggml's x86 rules, and a generator of valid random and extreme weight rows.
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+)
+
+// refHalf decodes an IEEE binary16 in float64.
+func refHalf(h uint16) float64 {
+	s := 1.0
+	if h&0x8000 != 0 {
+		s = -1
+	}
+	e := int(h>>10) & 31
+	m := float64(h & 1023)
+	switch e {
+	case 0:
+		return s * m * math.Pow(2, -24)
+	case 31:
+		if m == 0 {
+			return s * math.Inf(1)
+		}
+		return math.NaN()
+	}
+	return s * (1 + m/1024) * math.Pow(2, float64(e-15))
+}
+
+func refBF16(h uint16) float64 { return float64(math.Float32frombits(uint32(h) << 16)) }
+
+func u16(b []byte) uint16 { return binary.LittleEndian.Uint16(b) }
+
+// nib returns nibble i of qs: element i < 16 the low nibble of byte i, else the high nibble of
+// byte i-16 (the layout of every 32-element 4-bit block).
+func nib(qs []byte, i int) int {
+	if i < 16 {
+		return int(qs[i] & 15)
+	}
+	return int(qs[i-16] >> 4)
+}
+
+// bit returns bit i of the little-endian bytes b.
+func bit(b []byte, i int) int { return int(b[i/8]>>(i%8)) & 1 }
+
+// refKScale returns the 6-bit scale and min of sub-block j (0..7) from 12 packed bytes:
+// j < 4: low 6 bits of bytes j and j+4; otherwise the nibbles of byte j+4 below the top two
+// bits of bytes j-4 (scale) and j (min).
+func refKScale(sc []byte, j int) (float64, float64) {
+	if j < 4 {
+		return float64(sc[j] & 63), float64(sc[j+4] & 63)
+	}
+	s := int(sc[j+4]&15) + int(sc[j-4]>>6)*16
+	m := int(sc[j+4]>>4) + int(sc[j]>>6)*16
+	return float64(s), float64(m)
+}
+
+// refCodes decodes one row into its integer codes and per-element scale/offset so that
+// value = scale·code + offset (float64): that makes integer re-computation possible.
+type refElem struct {
+	code     int     // signed integer the int8 path multiplies
+	scale    float64 // per-element multiplier of code (d, or d·sc for K-quants)
+	offset   float64 // added (Q4_1/Q5_1 m, K-quants −dmin·m)
+	blockIdx int     // scale block (Q8_0 block or Q8_K super-block)
+}
+
+func refDecode(t WType, row []byte, cols int) []refElem {
+	out := make([]refElem, cols)
+	switch t {
+	case F32:
+		for i := range out {
+			out[i] = refElem{scale: float64(math.Float32frombits(binary.LittleEndian.Uint32(row[4*i:]))), code: 1}
+		}
+	case F16:
+		for i := range out {
+			out[i] = refElem{scale: refHalf(u16(row[2*i:])), code: 1}
+		}
+	case BF16:
+		for i := range out {
+			out[i] = refElem{scale: refBF16(u16(row[2*i:])), code: 1}
+		}
+	case Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q8_0:
+		bs := t.TypeSize()
+		for b := 0; b < cols/32; b++ {
+			blk := row[b*bs : (b+1)*bs]
+			d := refHalf(u16(blk))
+			for i := 0; i < 32; i++ {
+				e := refElem{scale: d, blockIdx: b}
+				switch t {
+				case Q4_0:
+					e.code = nib(blk[2:], i) - 8
+				case IQ4_NL:
+					e.code = []int{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[nib(blk[2:], i)]
+				case Q4_1:
+					e.code, e.offset = nib(blk[4:], i), refHalf(u16(blk[2:]))
+				case Q5_0:
+					e.code = nib(blk[6:], i) + 16*bit(blk[2:6], i) - 16
+				case Q5_1:
+					e.code, e.offset = nib(blk[8:], i)+16*bit(blk[4:8], i), refHalf(u16(blk[2:]))
+				case Q8_0:
+					e.code = int(int8(blk[2+i]))
+				}
+				out[32*b+i] = e
+			}
+		}
+	case Q4_K, Q5_K:
+		bs := t.TypeSize()
+		for b := 0; b < cols/256; b++ {
+			blk := row[b*bs : (b+1)*bs]
+			d, dmin := refHalf(u16(blk)), refHalf(u16(blk[2:]))
+			qs := blk[16:]
+			if t == Q5_K {
+				qs = blk[48:]
+			}
+			for i := 0; i < 256; i++ {
+				j := i / 32                           // sub-block
+				byteIdx := 32*(j/2) + i%32            // 64 elements share 32 bytes
+				c := int(qs[byteIdx]>>(4*(j%2))) & 15 // even sub-blocks low nibbles
+				if t == Q5_K {
+					c += 16 * bit(blk[16+i%32:], j) // bit j of qh[l]
+				}
+				s, m := refKScale(blk[4:16], j)
+				out[256*b+i] = refElem{code: c, scale: d * s, offset: -dmin * m, blockIdx: b}
+			}
+		}
+	case Q6_K:
+		for b := 0; b < cols/256; b++ {
+			blk := row[b*210 : (b+1)*210]
+			d := refHalf(u16(blk[208:]))
+			for i := 0; i < 256; i++ {
+				half, r := i/128, i%128 // two halves of 128
+				quarter, l := r/32, r%32
+				// ql: quarters 0,1 low nibbles of ql[l], ql[l+32]; quarters 2,3 high nibbles
+				ql := int(blk[64*half+l+32*(quarter%2)]>>(4*(quarter/2))) & 15
+				qh := int(blk[128+32*half+l]>>(2*quarter)) & 3
+				sc := float64(int8(blk[192+8*half+2*quarter+l/16]))
+				out[256*b+i] = refElem{code: ql + 16*qh - 32, scale: d * sc, blockIdx: b}
+			}
+		}
+	}
+	return out
+}
+
+// refValues returns the float64 weights of one row.
+func refValues(t WType, row []byte, cols int) []float64 {
+	el := refDecode(t, row, cols)
+	v := make([]float64, cols)
+	for i, e := range el {
+		v[i] = e.scale*float64(e.code) + e.offset
+	}
+	return v
+}
+
+// Row generators. kind: 0 random, 1 zeros, 2 extremes (largest fp16 scales, extreme codes),
+// 3 random with a few extreme blocks.
+func genRow(t WType, cols int, rng *rand.Rand, kind int) []byte {
+	rb, err := t.RowBytes(cols)
+	if err != nil {
+		panic(err)
+	}
+	row := make([]byte, rb)
+	if kind == 1 {
+		return row
+	}
+	for i := range row {
+		row[i] = byte(rng.IntN(256))
+	}
+	put16 := func(b []byte, v uint16) { binary.LittleEndian.PutUint16(b, v) }
+	f16 := func(f float64) uint16 { return f32ToF16Test(float32(f)) }
+	scale := func() uint16 {
+		if kind == 2 {
+			return []uint16{0x7bff, 0xfbff}[rng.IntN(2)] // ±65504
+		}
+		return f16((rng.Float64()*2 - 1) * 0.02)
+	}
+	extremeCodes := func(b []byte) {
+		for i := range b {
+			b[i] = []byte{0x00, 0xff, 0x0f, 0xf0}[rng.IntN(4)]
+		}
+	}
+	switch t {
+	case F32:
+		for i := 0; i < cols; i++ {
+			v := float32(rng.NormFloat64())
+			if kind == 2 {
+				v = []float32{3e38, -3e38, 1e-38, 0}[rng.IntN(4)] / 1e30
+			}
+			binary.LittleEndian.PutUint32(row[4*i:], math.Float32bits(v))
+		}
+	case F16:
+		for i := 0; i < cols; i++ {
+			v := f16(rng.NormFloat64())
+			if kind == 2 {
+				v = []uint16{0x7bff, 0xfbff, 0x0001, 0x8001, 0x0400}[rng.IntN(5)]
+			}
+			put16(row[2*i:], v)
+		}
+	case BF16:
+		for i := 0; i < cols; i++ {
+			v := f32ToBF16(float32(rng.NormFloat64()))
+			if kind == 2 {
+				v = []uint16{0x7149, 0xf149, 0x0080, 0x3f80}[rng.IntN(4)] // ±1e30, min normal, 1
+			}
+			put16(row[2*i:], v)
+		}
+	case Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q8_0:
+		bs := t.TypeSize()
+		for b := 0; b < cols/32; b++ {
+			blk := row[b*bs : (b+1)*bs]
+			k := kind
+			if kind == 3 && rng.IntN(4) == 0 {
+				k = 2
+			}
+			if k == 2 {
+				put16(blk, []uint16{0x7bff, 0xfbff}[rng.IntN(2)])
+				extremeCodes(blk[2:])
+				if t == Q8_0 {
+					for i := 2; i < 34; i++ {
+						blk[i] = []byte{0x80, 0x7f, 0x81}[rng.IntN(3)]
+					}
+				}
+			} else {
+				put16(blk, scale())
+			}
+			if t == Q4_1 || t == Q5_1 {
+				if k == 2 {
+					put16(blk[2:], []uint16{0x7bff, 0xfbff}[rng.IntN(2)])
+				} else {
+					put16(blk[2:], f16((rng.Float64()*2-1)*0.1))
+				}
+			}
+		}
+	case Q4_K, Q5_K, Q6_K:
+		bs := t.TypeSize()
+		for b := 0; b < cols/256; b++ {
+			blk := row[b*bs : (b+1)*bs]
+			k := kind
+			if kind == 3 && rng.IntN(2) == 0 {
+				k = 2
+			}
+			if t == Q6_K {
+				if k == 2 {
+					put16(blk[208:], []uint16{0x7bff, 0xfbff}[rng.IntN(2)])
+					for i := 192; i < 208; i++ {
+						blk[i] = []byte{0x80, 0x7f}[rng.IntN(2)]
+					}
+					extremeCodes(blk[:192])
+				} else {
+					put16(blk[208:], f16(rng.Float64()*0.001))
+				}
+				continue
+			}
+			if k == 2 {
+				put16(blk, 0x7bff)
+				put16(blk[2:], []uint16{0x7bff, 0xfbff}[rng.IntN(2)])
+				for i := 4; i < 16; i++ {
+					blk[i] = 0xff // every scale and min 63
+				}
+				extremeCodes(blk[16:])
+			} else {
+				put16(blk, f16(rng.Float64()*0.001))
+				put16(blk[2:], f16(rng.Float64()*0.001))
+			}
+		}
+	}
+	return row
+}
+
+// f32ToF16Test rounds to binary16 through float64 arithmetic (nearest, ties to even), as an
+// independent check of the package's conversion.
+func f32ToF16Test(f float32) uint16 {
+	x := float64(f)
+	var sign uint16
+	if math.Signbit(x) {
+		sign, x = 0x8000, -x
+	}
+	if math.IsNaN(x) {
+		return 0x7e00
+	}
+	if x >= 65520 { // halfway between 65504 and 65536 rounds up to infinity
+		return sign | 0x7c00
+	}
+	if x < math.Pow(2, -14) { // subnormal: multiples of 2^-24
+		return sign | uint16(math.RoundToEven(x*math.Pow(2, 24)))
+	}
+	e := math.Floor(math.Log2(x))
+	if math.Pow(2, e) > x { // guard against Log2 rounding
+		e--
+	}
+	m := math.RoundToEven((x/math.Pow(2, e) - 1) * 1024)
+	if m == 1024 {
+		m, e = 0, e+1
+	}
+	if e > 15 {
+		return sign | 0x7c00
+	}
+	return sign | uint16(e+15)<<10 | uint16(m)
+}
