@@ -16,8 +16,12 @@ type Options struct {
 	Force        bool  // overwrite an existing output
 	SplitMaxSize int64 // split the output into files of at most this many bytes (0: one file)
 	DryRun       bool  // plan only
-	Imatrix      map[string][]float32
-	Progress     func(done, total int64)
+	// Method is rtn or imatrix (GGUF); empty: imatrix when Stats is set, else rtn.
+	Method string
+	// Stats is an importance matrix (llama.cpp GGUF imatrix or .dat, or gquant calibrate stats).
+	Stats    string
+	Imatrix  map[string][]float32
+	Progress func(done, total int64)
 }
 
 // Convert runs inventory → plan → execute for one HuggingFace folder. With DryRun it returns
@@ -35,9 +39,36 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 		return nil, err
 	}
 	defer inv.Close()
-	plan, err := MakePlan(inv, PlanOptions{Scheme: o.Scheme, Overrides: o.Overrides, HasImatrix: o.Imatrix != nil, Name: o.Name})
+	method := o.Method
+	if method == "" {
+		method = "rtn"
+		if o.Stats != "" {
+			method = "imatrix"
+		}
+	}
+	switch method {
+	case "rtn":
+	case "imatrix":
+		if o.Stats == "" && o.Imatrix == nil {
+			return nil, fmt.Errorf("--method imatrix needs --stats FILE (gquant calibrate or llama-imatrix output)")
+		}
+	case "gptq", "awq":
+		return nil, fmt.Errorf("--method %s: GGUF output takes rtn or imatrix; %s writes --format gqf", method, method)
+	default:
+		return nil, fmt.Errorf("--method: unknown method %q (rtn, imatrix, gptq, awq)", method)
+	}
+	useImatrix := method == "imatrix"
+	plan, err := MakePlan(inv, PlanOptions{Scheme: o.Scheme, Overrides: o.Overrides, HasImatrix: useImatrix, Name: o.Name})
 	if err != nil {
 		return nil, err
+	}
+	if useImatrix && o.Imatrix == nil {
+		if o.Imatrix, err = LoadImportance(o.Stats, plan); err != nil {
+			return nil, err
+		}
+	}
+	if !useImatrix {
+		o.Imatrix = nil
 	}
 	if o.DryRun {
 		return plan, nil

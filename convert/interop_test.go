@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -282,5 +283,61 @@ func TestInteropSyntheticRealTokenizers(t *testing.T) {
 				t.Errorf("llama.cpp tokenization differs (%d vs %d tokens)\n llama.cpp %v\n gquant    %v", len(res[0].IDs), len(ours), res[0].IDs, ours)
 			}
 		})
+	}
+}
+
+// TestMatchesLlamaQuantizeImatrix: with the same importance matrix (written by llama-imatrix),
+// every tensor equals llama-quantize --imatrix's (testdata/llamacpp/quantize-imatrix-hashes.json).
+func TestMatchesLlamaQuantizeImatrix(t *testing.T) {
+	b, err := os.ReadFile("../testdata/llamacpp/quantize-imatrix-hashes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref map[string]map[string]map[string][2]string
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	stats := map[string]string{
+		"stories260k": "../formats/imatrix/testdata/stories260k.imatrix.gguf",
+		"stories3m":   "../testdata/llamacpp/stories3m.imatrix.gguf",
+	}
+	dirs := map[string]string{"stories260k": "../testdata/models/stories260k"}
+	for _, d := range interopModels(t) {
+		dirs[filepath.Base(d)] = d
+	}
+	for model, schemes := range ref {
+		dir, ok := dirs[model]
+		if !ok {
+			continue
+		}
+		for scheme, tensors := range schemes {
+			t.Run(model+"/"+scheme, func(t *testing.T) {
+				out := filepath.Join(t.TempDir(), "m.gguf")
+				if _, err := Convert(dir, out, Options{Scheme: scheme, Threads: 2, Stats: stats[model]}); err != nil {
+					t.Fatal(err)
+				}
+				got := tensorHashes(t, out)
+				for name, want := range tensors {
+					if g := got[name]; g != want {
+						t.Errorf("%s: gquant %v, llama-quantize %v", name, g, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Stats of another model, or with a poisoned value, are rejected before anything is written.
+func TestBadStatsRejected(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	_, err := Convert("../testdata/models/stories260k", out, Options{Scheme: "q4_k_m", Stats: "../testdata/llamacpp/stories3m.imatrix.gguf"})
+	if err == nil || !strings.Contains(err.Error(), "columns in the stats") {
+		t.Fatalf("stories3m stats on stories260k: %v", err)
+	}
+	if _, serr := os.Stat(out); serr == nil {
+		t.Fatal("output written despite bad stats")
+	}
+	if _, err := Convert("../testdata/models/stories260k", out, Options{Scheme: "q4_k_m", Method: "imatrix"}); err == nil {
+		t.Fatal("--method imatrix without stats accepted")
 	}
 }

@@ -22,6 +22,8 @@ type convertOptions struct {
 	force        bool
 	threads      int
 	splitMaxSize string
+	method       string
+	stats        string
 }
 
 func newConvertCmd(g *globals) *cobra.Command {
@@ -46,6 +48,8 @@ func newConvertCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.jsonOut, "json", false, "print the plan as JSON")
 	f.BoolVar(&o.force, "force", false, "overwrite an existing output")
 	f.IntVar(&o.threads, "threads", runtime.NumCPU(), "worker threads")
+	f.StringVar(&o.method, "method", "", "rtn or imatrix (default: imatrix when --stats is given)")
+	f.StringVar(&o.stats, "stats", "", "importance matrix: gquant calibrate stats, or llama-imatrix output (GGUF or .dat)")
 	f.StringVar(&o.splitMaxSize, "split-max-size", "", "split the output into files of at most this size (e.g. 500M, 2G)")
 	return cmd
 }
@@ -75,6 +79,7 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	opts := convert.Options{
 		Scheme: o.scheme, Overrides: overrides, Pre: o.pre, Name: o.name,
 		Threads: o.threads, Force: o.force, SplitMaxSize: split, DryRun: o.dryRun,
+		Method: o.method, Stats: o.stats,
 	}
 	if !g.quiet && !o.dryRun && stderrIsTerminal() {
 		bar := newBar("converting")
