@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/gquant/gquant/verify"
+)
+
+func init() { extraCommands = append(extraCommands, newVerifyCmd) }
+
+type verifyOptions struct {
+	ref, corpus        string
+	ctx, chunks        int
+	snr                bool
+	jsonOut, plot      string
+	minSNR, maxKL      float64
+	minTop1            float64
+	prompts            string
+	gen                int
+	saveRef, refLogits string
+	threads            int
+	force              bool
+}
+
+func newVerifyCmd(g *globals) *cobra.Command {
+	o := &verifyOptions{}
+	cmd := &cobra.Command{
+		Use:   "verify ARTIFACT --ref MODEL_DIR --corpus FILE",
+		Short: "Measure how far an artifact is from its reference (SNR, KL, top-1, greedy)",
+		Long: "Verify runs the artifact and the reference model over a corpus in llama-perplexity's protocol\n" +
+			"(windows of --ctx tokens, BOS first, the second half of each window scored) and reports the logits\n" +
+			"SNR and peak SNR in dB, KL(ref‖test), same top-1, Δp, perplexities, greedy reproductions and the\n" +
+			"artifact's bits per weight. With --min-snr, --max-kl or --min-top1 it exits with 3 when a limit fails.\n" +
+			"--save-ref keeps the reference's log-probabilities (llama-perplexity's --kl-divergence-base format);\n" +
+			"--ref-logits reads such a file (also llama.cpp's own) instead of running the reference.",
+		Args: argsN(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runVerify(cmd, g, o, args[0]) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.ref, "ref", "", "reference model (HuggingFace folder or any artifact the runtime loads)")
+	f.StringVar(&o.corpus, "corpus", "", "evaluation text")
+	f.IntVar(&o.ctx, "ctx", verify.DefaultCtx, "tokens per window (with --ref-logits: the file's)")
+	f.IntVar(&o.chunks, "chunks", 0, "windows to score (0: all)")
+	f.BoolVar(&o.snr, "snr", false, "also the SNR of the hidden state after every block")
+	f.StringVar(&o.jsonOut, "json", "", "write the report as JSON to FILE")
+	f.StringVar(&o.plot, "plot", "", "write per-layer SNR bars and a KL histogram to FILE.png")
+	f.Float64Var(&o.minSNR, "min-snr", 0, "fail (exit 3) when the logits SNR is below DB")
+	f.Float64Var(&o.maxKL, "max-kl", 0, "fail (exit 3) when the mean KL is above X")
+	f.Float64Var(&o.minTop1, "min-top1", 0, "fail (exit 3) when the same-top-1 fraction is below P (0–1)")
+	f.StringVar(&o.prompts, "prompts", "", "greedy prompts, one per line (default: 12 built-in prompts)")
+	f.IntVar(&o.gen, "gen", 32, "tokens per greedy continuation (0: no greedy check)")
+	f.StringVar(&o.saveRef, "save-ref", "", "store the reference's log-probabilities in FILE for later --ref-logits")
+	f.StringVar(&o.refLogits, "ref-logits", "", "use stored reference log-probabilities (gquant --save-ref or llama-perplexity --kl-divergence-base)")
+	f.IntVar(&o.threads, "threads", 0, "runtime workers (0: one per CPU)")
+	f.BoolVar(&o.force, "force", false, "overwrite existing output files")
+	return cmd
+}
+
+func runVerify(cmd *cobra.Command, g *globals, o *verifyOptions, artifact string) error {
+	flags := cmd.Flags()
+	if o.minTop1 < 0 || o.minTop1 > 1 {
+		return usageErr("verify: --min-top1: %g is not a fraction in [0, 1]", o.minTop1)
+	}
+	if o.gen < 0 || o.chunks < 0 || o.ctx < 4 {
+		return usageErr("verify: --gen and --chunks must not be negative, --ctx at least 4")
+	}
+	if !o.force {
+		for _, out := range []string{o.jsonOut, o.plot, o.saveRef} {
+			if out == "" {
+				continue
+			}
+			if _, err := os.Stat(out); err == nil {
+				return fmt.Errorf("%s: exists (use --force to overwrite)", out)
+			}
+		}
+	}
+	var limits verify.Limits
+	if flags.Changed("min-snr") {
+		limits.MinSNR = &o.minSNR
+	}
+	if flags.Changed("max-kl") {
+		limits.MaxKL = &o.maxKL
+	}
+	if flags.Changed("min-top1") {
+		limits.MinTop1 = &o.minTop1
+	}
+	vo := verify.Options{
+		Artifact: artifact, Ref: o.ref, Corpus: o.corpus, RefLogits: o.refLogits, SaveRef: o.saveRef,
+		Force: o.force, Chunks: o.chunks, LayerSNR: o.snr, NeedSNR: limits.MinSNR != nil,
+		Gen: o.gen, PromptsFile: o.prompts, Threads: o.threads,
+	}
+	if flags.Changed("ctx") {
+		vo.Ctx = o.ctx
+	}
+	if o.prompts != "" {
+		b, err := os.ReadFile(o.prompts)
+		if err != nil {
+			return err
+		}
+		vo.Prompts = []string{}
+		for _, line := range strings.Split(string(b), "\n") {
+			if line = strings.TrimRight(line, "\r"); strings.TrimSpace(line) != "" {
+				vo.Prompts = append(vo.Prompts, line)
+			}
+		}
+		if len(vo.Prompts) == 0 {
+			return fmt.Errorf("%s: no prompts (one per line)", o.prompts)
+		}
+	}
+	stderr := cmd.ErrOrStderr()
+	if !g.quiet && stderrIsTerminal() {
+		vo.Progress = func(done, total int) {
+			fmt.Fprintf(stderr, "\rverify: window %d/%d", done, total)
+			if done == total {
+				fmt.Fprintln(stderr)
+			}
+		}
+	}
+	rep, err := verify.Run(vo)
+	if err != nil {
+		return err
+	}
+	rep.Command = commandLine(cmd, artifact)
+	rep.GquantVersion = version
+	fails := rep.Apply(limits)
+	if err := rep.WriteText(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	if o.jsonOut != "" {
+		if err := rep.WriteJSON(o.jsonOut); err != nil {
+			return err
+		}
+	}
+	if o.plot != "" {
+		if err := rep.WritePlot(o.plot); err != nil {
+			return err
+		}
+	}
+	if len(fails) > 0 {
+		return &codedError{exitThreshold, fmt.Errorf("verify: %s: threshold failed: %s", artifact, strings.Join(fails, "; "))}
+	}
+	return nil
+}
+
+// commandLine rebuilds the command as run: the verb, the flags that were set and the artifact.
+func commandLine(cmd *cobra.Command, artifact string) string {
+	parts := []string{cmd.CommandPath()}
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Value.Type() == "bool" && f.Value.String() == "true" {
+			parts = append(parts, "--"+f.Name)
+			return
+		}
+		parts = append(parts, "--"+f.Name, shellQuote(f.Value.String()))
+	})
+	return strings.Join(append(parts, shellQuote(artifact)), " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

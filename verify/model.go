@@ -1,0 +1,107 @@
+package verify
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gquant/gquant/runtime"
+)
+
+// Tokenizer is what verify needs from a model's tokenizer (*tokenizer.Tokenizer has it).
+type Tokenizer interface {
+	// Encode tokenizes text; with addSpecial the BOS (and whatever the template adds) is added.
+	Encode(text string, addSpecial bool) []int
+	BOS() int
+	// AddBOS reports whether the tokenizer adds BOS to a sequence (llama.cpp's add_bos).
+	AddBOS() bool
+	IsEOS(id int) bool
+}
+
+// Model is what verify drives: one sequence at a time, with optional capture of the hidden state
+// after every block. OpenRuntime gives one backed by gquant's runtime.
+type Model interface {
+	Path() string
+	Vocab() int
+	Layers() int
+	Tokenizer() Tokenizer
+	// BPW returns bits per weight over all tensors and over the linear layers only.
+	BPW() (all, linear float64)
+	// Begin starts a new sequence of at most maxTokens tokens.
+	Begin(maxTokens int)
+	// Eval appends tokens to the sequence. It returns the logits of every new position
+	// (len(tokens)×Vocab) when all is set, else those of the last. With capture, hidden[l] holds
+	// the hidden state after block l for the new positions (len(tokens)×dim, row-major), valid
+	// until the next call.
+	Eval(tokens []int, all, capture bool) (logits []float32, hidden [][]float32, err error)
+	Close() error
+}
+
+// rtModel adapts *runtime.Model to Model.
+type rtModel struct {
+	m       *runtime.Model
+	st      *runtime.State
+	capture bool
+	hidden  [][]float32
+}
+
+// OpenRuntime loads a model (HuggingFace folder or GGUF file) in gquant's runtime with threads
+// workers (0: one per CPU).
+func OpenRuntime(path string, threads int) (Model, error) {
+	a := &rtModel{}
+	hooks := &runtime.Hooks{Activation: a.observe}
+	m, err := runtime.Load(path, runtime.Options{Threads: threads, Hooks: hooks})
+	if err != nil {
+		return nil, err
+	}
+	a.m = m
+	a.hidden = make([][]float32, m.Spec().Layers)
+	return a, nil
+}
+
+// observe keeps a copy of "blk.N.out" (the residual stream after block N) while capturing.
+func (a *rtModel) observe(name string, x []float32, nTok, dim int) {
+	if !a.capture || !strings.HasPrefix(name, "blk.") || !strings.HasSuffix(name, ".out") {
+		return
+	}
+	l, err := strconv.Atoi(name[len("blk.") : len(name)-len(".out")])
+	if err != nil || l < 0 || l >= len(a.hidden) {
+		return
+	}
+	a.hidden[l] = append(a.hidden[l][:0], x[:nTok*dim]...)
+}
+
+func (a *rtModel) Path() string               { return a.m.Path() }
+func (a *rtModel) Vocab() int                 { return a.m.Vocab() }
+func (a *rtModel) Layers() int                { return a.m.Spec().Layers }
+func (a *rtModel) Tokenizer() Tokenizer       { return a.m.Tokenizer() }
+func (a *rtModel) BPW() (all, linear float64) { return a.m.BPW() }
+func (a *rtModel) Close() error               { return a.m.Close() }
+
+func (a *rtModel) Begin(maxTokens int) {
+	if a.st == nil || a.st.Cap() < maxTokens {
+		a.st = a.m.NewState(maxTokens)
+	}
+	a.st.Reset()
+}
+
+func (a *rtModel) Eval(tokens []int, all, capture bool) ([]float32, [][]float32, error) {
+	if a.st == nil {
+		return nil, nil, fmt.Errorf("%s: Eval before Begin", a.m.Path())
+	}
+	a.capture = capture
+	for l := range a.hidden {
+		a.hidden[l] = a.hidden[l][:0]
+	}
+	logits, err := a.m.Eval(a.st, tokens, all)
+	a.capture = false
+	if err != nil || !capture {
+		return logits, nil, err
+	}
+	for l, h := range a.hidden {
+		if len(h) == 0 {
+			return nil, nil, fmt.Errorf("%s: blk.%d.out: the runtime reported no hidden state", a.m.Path(), l)
+		}
+	}
+	return logits, a.hidden, nil
+}

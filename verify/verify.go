@@ -1,0 +1,368 @@
+package verify
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// Options configure Run.
+type Options struct {
+	Artifact  string // the model under test (any file the runtime loads)
+	Ref       string // the reference model (HF folder or artifact); optional with RefLogits
+	Corpus    string // evaluation text; ignored with RefLogits (the file holds the tokens)
+	RefLogits string // a stored reference (llama-perplexity --kl-divergence-base or --save-ref file)
+	SaveRef   string // store the reference's log-probabilities (and logits, greedy continuations) here
+	Force     bool   // replace an existing SaveRef file
+
+	Ctx    int // tokens per window (0: 512, or the RefLogits file's)
+	Chunks int // windows to score (0: all)
+
+	LayerSNR bool // SNR of the hidden state after every block (needs the live reference)
+	NeedSNR  bool // fail unless the logits SNR can be measured (a --min-snr threshold is set)
+
+	Prompts     []string // greedy prompts; nil: DefaultPrompts
+	PromptsFile string   // where Prompts came from (hashed into the report's inputs)
+	Gen         int      // tokens per greedy continuation; 0 or less: no greedy check
+
+	Threads  int                                           // runtime workers (0: one per CPU)
+	Progress func(done, total int)                         // windows done; may be nil
+	Open     func(path string, threads int) (Model, error) // model loader; nil: OpenRuntime
+}
+
+// DefaultCtx is the window length when none is given (llama-perplexity's default).
+const DefaultCtx = 512
+
+// Run compares the artifact with the reference and returns the report (thresholds not applied;
+// see Report.Apply). Command and GquantVersion are left for the caller.
+func Run(o Options) (rep *Report, err error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	open := o.Open
+	if open == nil {
+		open = OpenRuntime
+	}
+	test, err := open(o.Artifact, o.Threads)
+	if err != nil {
+		return nil, err
+	}
+	defer test.Close()
+
+	var kld *KLDFile
+	if o.RefLogits != "" {
+		if kld, err = OpenKLD(o.RefLogits); err != nil {
+			return nil, err
+		}
+		defer kld.Close()
+		if kld.Vocab != test.Vocab() {
+			return nil, fmt.Errorf("%s: n_vocab: %d, the artifact %s has %d", o.RefLogits, kld.Vocab, o.Artifact, test.Vocab())
+		}
+		if o.Ctx != 0 && o.Ctx != kld.Ctx {
+			return nil, fmt.Errorf("%s: n_ctx: the file was made with windows of %d tokens, not %d", o.RefLogits, kld.Ctx, o.Ctx)
+		}
+		if o.NeedSNR && !kld.HasLogits() {
+			return nil, fmt.Errorf("%s: logits: the file holds only log-probabilities (llama.cpp's), so no logits SNR can be checked; drop --min-snr or use a file from gquant verify --save-ref", o.RefLogits)
+		}
+	}
+	// The live reference: for the corpus without a stored one, and for greedy continuations the
+	// stored file does not hold.
+	needGreedyRef := o.Gen > 0 && (kld == nil || kld.Meta == nil || kld.Meta.Greedy == nil)
+	var ref Model
+	if o.Ref != "" && (kld == nil || needGreedyRef) {
+		if ref, err = open(o.Ref, o.Threads); err != nil {
+			return nil, err
+		}
+		defer ref.Close()
+		if ref.Vocab() != test.Vocab() {
+			return nil, fmt.Errorf("%s: vocabulary: %d entries, the reference %s has %d", o.Artifact, test.Vocab(), o.Ref, ref.Vocab())
+		}
+		if o.LayerSNR && ref.Layers() != test.Layers() {
+			return nil, fmt.Errorf("%s: layers: %d, the reference %s has %d", o.Artifact, test.Layers(), o.Ref, ref.Layers())
+		}
+	}
+
+	win, err := o.windows(kld, ref, test)
+	if err != nil {
+		return nil, err
+	}
+	layers := 0
+	if o.LayerSNR {
+		layers = test.Layers()
+	}
+	acc := NewAccumulator(test.Vocab(), layers)
+
+	var w *KLDWriter
+	if o.SaveRef != "" {
+		if w, err = CreateKLD(o.SaveRef, win.Ctx, test.Vocab(), win.Tokens, true, o.Force); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				w.Abort()
+			}
+		}()
+	}
+	if kld != nil {
+		err = scoreCached(kld, win, test, acc, o.Progress)
+	} else {
+		err = scoreLive(win, ref, test, acc, w, o.Progress)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	// Greedy reproductions.
+	var greedy *Greedy
+	var gref *GreedyRefData
+	switch {
+	case o.Gen <= 0:
+	case !needGreedyRef:
+		gref = kld.Meta.Greedy
+	case ref != nil:
+		prompts := o.Prompts
+		if prompts == nil {
+			prompts = DefaultPrompts
+		}
+		if gref, err = ReferenceGreedy(ref, prompts, o.Gen); err != nil {
+			return nil, err
+		}
+	}
+	var notes []string
+	if o.Gen > 0 && gref == nil {
+		notes = append(notes, "greedy reproductions skipped: the stored reference holds no greedy continuations and no --ref model was given")
+	}
+	if kld != nil && !kld.HasLogits() {
+		notes = append(notes, "PPL(ref) comes from llama.cpp's stored rows, which floor every log-probability 16 nats below the top token: it is biased low (llama.cpp's PPL(base)), and so is the ratio")
+	}
+	if gref != nil && len(gref.Prompts) > 0 {
+		if greedy, err = CompareGreedy(test, gref); err != nil {
+			return nil, err
+		}
+	}
+	if w != nil {
+		meta := &KLDMeta{Reference: o.Ref, Greedy: gref}
+		if err = w.Close(meta); err != nil {
+			return nil, err
+		}
+	}
+
+	rep = &Report{Schema: Schema, Metrics: acc.Summary(), Greedy: greedy, Notes: notes, klValues: acc.KLValues()}
+	rep.Artifact.Path = o.Artifact
+	rep.Artifact.BPW, rep.Artifact.BPWLinear = test.BPW()
+	rep.Reference = Reference{Path: o.Ref, Logits: o.RefLogits}
+	if ref != nil {
+		rep.Reference.BPW, rep.Reference.BPWLinear = ref.BPW()
+	}
+	rep.Protocol = Protocol{Ctx: win.Ctx, Chunks: win.Chunks, First: win.First(), BOS: win.BOS, KL: "exact"}
+	if kld != nil {
+		rep.Protocol.KL = "llama.cpp"
+	}
+	if rep.Inputs, err = hashInputs(o); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// check validates the combination of options.
+func (o *Options) check() error {
+	var p []string
+	if o.Artifact == "" {
+		p = append(p, "no artifact")
+	}
+	if o.Ref == "" && o.RefLogits == "" {
+		p = append(p, "a reference is needed: --ref MODEL_DIR or --ref-logits FILE")
+	}
+	if o.RefLogits == "" && o.Corpus == "" {
+		p = append(p, "--corpus FILE is needed (or --ref-logits FILE, which holds the tokens)")
+	}
+	if o.RefLogits != "" && o.SaveRef != "" {
+		p = append(p, "--save-ref and --ref-logits exclude each other")
+	}
+	if o.LayerSNR && (o.RefLogits != "" || o.Ref == "") {
+		p = append(p, "--snr needs the live reference (--ref without --ref-logits)")
+	}
+	if o.Ctx < 0 || o.Chunks < 0 {
+		p = append(p, "--ctx and --chunks must not be negative")
+	}
+	if len(p) > 0 {
+		return errors.New(joinProblems(p))
+	}
+	return nil
+}
+
+// windows builds the evaluation windows: from the stored file's tokens, or by tokenizing the
+// corpus with the reference's tokenizer (llama-perplexity tokenizes the whole text once, BOS added).
+func (o *Options) windows(kld *KLDFile, ref, test Model) (*Windows, error) {
+	bos := func(t Tokenizer) int {
+		if t.AddBOS() {
+			return t.BOS()
+		}
+		return -1
+	}
+	if kld != nil {
+		return NewWindows(kld.Tokens, kld.Ctx, o.Chunks, bos(test.Tokenizer()))
+	}
+	text, err := os.ReadFile(o.Corpus)
+	if err != nil {
+		return nil, err
+	}
+	ctx := o.Ctx
+	if ctx == 0 {
+		ctx = DefaultCtx
+	}
+	tok := ref.Tokenizer()
+	w, err := NewWindows(tok.Encode(string(text), true), ctx, o.Chunks, bos(tok))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", o.Corpus, err)
+	}
+	return w, nil
+}
+
+// scoreLive runs both models over every window and scores the second half of each.
+func scoreLive(win *Windows, ref, test Model, acc *Accumulator, w *KLDWriter, progress func(int, int)) error {
+	first, n, V := win.First(), win.Scored(), test.Vocab()
+	capture := len(acc.layers) > 0
+	run := func(m Model, toks []int) ([]float32, [][]float32, error) {
+		m.Begin(win.Ctx)
+		if _, _, err := m.Eval(toks[:first], false, false); err != nil {
+			return nil, nil, err
+		}
+		return m.Eval(toks[first:], true, capture)
+	}
+	for c := 0; c < win.Chunks; c++ {
+		toks := win.Window(c)
+		rl, rh, err := run(ref, toks)
+		if err != nil {
+			return err
+		}
+		if capture { // the hidden buffers are reused by the next call: keep the reference's
+			rh = cloneRows(rh)
+		}
+		tl, th, err := run(test, toks)
+		if err != nil {
+			return err
+		}
+		for j := 0; j < n; j++ {
+			r, t := rl[j*V:(j+1)*V], tl[j*V:(j+1)*V]
+			acc.AddLive(r, t, win.Next(c, j))
+			if w != nil {
+				if err := w.WriteRow(r); err != nil {
+					return err
+				}
+			}
+		}
+		for l := range acc.layers {
+			if len(rh[l]) != len(th[l]) {
+				return fmt.Errorf("%s: blk.%d.out: %d values, the reference has %d", test.Path(), l, len(th[l]), len(rh[l]))
+			}
+			dim := len(rh[l]) / (win.Ctx - first)
+			acc.AddHidden(l, rh[l][:n*dim], th[l][:n*dim])
+		}
+		if progress != nil {
+			progress(c+1, win.Chunks)
+		}
+	}
+	return nil
+}
+
+// scoreCached runs the test model over every window and scores it against the stored rows.
+func scoreCached(kld *KLDFile, win *Windows, test Model, acc *Accumulator, progress func(int, int)) error {
+	first, n, V := win.First(), win.Scored(), test.Vocab()
+	for c := 0; c < win.Chunks; c++ {
+		toks := win.Window(c)
+		test.Begin(win.Ctx)
+		if _, _, err := test.Eval(toks[:first], false, false); err != nil {
+			return err
+		}
+		tl, _, err := test.Eval(toks[first:], true, false)
+		if err != nil {
+			return err
+		}
+		rows, err := kld.ReadChunk(c)
+		if err != nil {
+			return err
+		}
+		lg, err := kld.ReadChunkLogits(c)
+		if err != nil {
+			return err
+		}
+		for j := 0; j < n; j++ {
+			var r []float32
+			if lg != nil {
+				r = lg[j*V : (j+1)*V]
+			}
+			acc.AddCached(rows[j], r, tl[j*V:(j+1)*V], win.Next(c, j))
+		}
+		if progress != nil {
+			progress(c+1, win.Chunks)
+		}
+	}
+	return nil
+}
+
+func cloneRows(x [][]float32) [][]float32 {
+	out := make([][]float32, len(x))
+	for i, r := range x {
+		out[i] = append([]float32(nil), r...)
+	}
+	return out
+}
+
+// hashInputs returns path → sha256 of every input file; a folder contributes each regular file
+// directly inside it.
+func hashInputs(o Options) (map[string]string, error) {
+	in := map[string]string{}
+	for _, p := range []string{o.Artifact, o.Ref, o.Corpus, o.RefLogits, o.PromptsFile} {
+		if p == "" {
+			continue
+		}
+		if o.RefLogits != "" && p == o.Corpus {
+			continue // unused: the stored file holds the tokens
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		files := []string{p}
+		if st.IsDir() {
+			ents, err := os.ReadDir(p)
+			if err != nil {
+				return nil, err
+			}
+			files = files[:0]
+			for _, e := range ents {
+				if e.Type().IsRegular() {
+					files = append(files, filepath.Join(p, e.Name()))
+				}
+			}
+			sort.Strings(files)
+		}
+		for _, f := range files {
+			h, err := sha256File(f)
+			if err != nil {
+				return nil, err
+			}
+			in[f] = h
+		}
+	}
+	return in, nil
+}
+
+func sha256File(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %v", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
