@@ -1,5 +1,6 @@
 # gquant: the two commands of the README.
-#   make demo   convert the bundled model (stories260k) to GGUF and inspect it
+#   make demo   the main job on the bundled model (stories260k): convert to GGUF, then verify the
+#               artifacts against the bf16 checkpoint on held-out text (fails if too far)
 #   make test   everything CI runs: vet, unit tests (asm and pure Go, GOAMD64 v1 and v3) and the
 #               interop tests against stock llama.cpp (node-llama-cpp)
 
@@ -7,6 +8,8 @@ GO        ?= go
 NPM_DIR   := .cache/npm
 NODE_MODS := $(CURDIR)/$(NPM_DIR)/node_modules
 MODEL     ?= testdata/models/stories260k
+CALIB     ?= testdata/corpora/tinystories-calib.txt
+EVAL      ?= testdata/corpora/tinystories-eval.txt
 OUT       ?= out
 export GQUANT_NODE_MODULES := $(NODE_MODS)
 
@@ -18,10 +21,14 @@ build:
 demo: build
 	@mkdir -p $(OUT)
 	./bin/gquant convert $(MODEL) --scheme q4_k_m --dry-run
-	./bin/gquant convert $(MODEL) -o $(OUT)/stories260k-f16.gguf --scheme f16 --force
 	./bin/gquant convert $(MODEL) -o $(OUT)/stories260k-q8_0.gguf --scheme q8_0 --force
 	./bin/gquant convert $(MODEL) -o $(OUT)/stories260k-q4_k_m.gguf --scheme q4_k_m --force
 	./bin/gquant inspect $(OUT)/stories260k-q4_k_m.gguf
+	./bin/gquant run $(OUT)/stories260k-q8_0.gguf "Once upon a time" -n 32
+	./bin/gquant verify $(OUT)/stories260k-q8_0.gguf --ref $(MODEL) --corpus $(EVAL) --ctx 256 \
+		--save-ref $(OUT)/ref.kld --min-snr 30 --json $(OUT)/verify-q8_0.json --force
+	./bin/gquant verify $(OUT)/stories260k-q4_k_m.gguf --ref-logits $(OUT)/ref.kld \
+		--max-kl 0.2 --json $(OUT)/verify-q4_k_m.json --plot $(OUT)/verify-q4_k_m.png --force
 
 # Peers for the interop tests, pinned in testdata/interop/package.json. Only llama.cpp's CPU
 # backend is installed (--omit=optional skips the CUDA and Vulkan builds).
