@@ -1,0 +1,56 @@
+package convert
+
+import "math"
+
+// LPBQ (Qualcomm's low-power blockwise quantization) for 4-bit weights: each block of bs
+// consecutive input channels of an output channel r has the scale c_r·k, where c_r is a
+// float32 per-channel scale and k ∈ [1, 2^(dec−bits)] a per-block integer; codes are signed
+// and symmetric, q ∈ [−2^(bits−1), 2^(bits−1)−1], and w ≈ q·float32(c_r·k).
+//
+// The encoder takes each block's ideal scale s = max|w|/(2^(bits−1)−1), sets
+// c_r = max(s)/2^(dec−bits) and k = ⌈s/c_r⌉ (rounding up, so that no weight is clipped),
+// then rounds each weight to the nearest code (half to even).
+
+// lpbqTensor is an LPBQ-encoded matrix.
+type lpbqTensor struct {
+	codes  []int8    // rows × cols codes
+	scales []float32 // per output channel
+	blocks []uint8   // rows × cols/bs integer scales
+}
+
+// encodeLPBQ encodes the rows × cols weights w.
+func encodeLPBQ(w []float32, rows, cols, bs, bits, dec int) *lpbqTensor {
+	nb := cols / bs
+	qmax := float64(int(1)<<(bits-1) - 1)
+	qmin := -qmax - 1
+	kmax := float64(int(1) << (dec - bits))
+	t := &lpbqTensor{codes: make([]int8, rows*cols), scales: make([]float32, rows), blocks: make([]uint8, rows*nb)}
+	ideal := make([]float64, nb)
+	for r := 0; r < rows; r++ {
+		row := w[r*cols : (r+1)*cols]
+		var smax float64
+		for b := 0; b < nb; b++ {
+			var amax float64
+			for _, v := range row[b*bs : (b+1)*bs] {
+				amax = max(amax, math.Abs(float64(v)))
+			}
+			ideal[b] = amax / qmax
+			smax = max(smax, ideal[b])
+		}
+		c := float32(smax / kmax)
+		if c == 0 || math.IsInf(float64(c), 0) {
+			c = 1 // an all-zero row: any scale, codes 0
+		}
+		t.scales[r] = c
+		for b := 0; b < nb; b++ {
+			k := math.Min(kmax, math.Max(1, math.Ceil(ideal[b]/float64(c))))
+			t.blocks[r*nb+b] = uint8(k)
+			s := float32(c * float32(k))
+			for i, v := range row[b*bs : (b+1)*bs] {
+				q := math.RoundToEven(float64(v) / float64(s))
+				t.codes[r*cols+b*bs+i] = int8(math.Min(qmax, math.Max(qmin, q)))
+			}
+		}
+	}
+	return t
+}

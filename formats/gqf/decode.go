@@ -1,0 +1,210 @@
+package gqf
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/gquant/gquant/formats/half"
+)
+
+// Decode returns the values of a tensor of f as float32, row-major. Quantized values are
+// (q + offset)·scale in float32 with QNN's offset, computed as float32(float32(q − z)·s)
+// where z = −offset is the zero point; an LPBQ block's scale is float32(c·k) for channel
+// scale c and block int scale k.
+func (f *File) Decode(t *Tensor) ([]float32, error) {
+	n, err := elements(t.Shape)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", t.Name, err)
+	}
+	e := t.Encoding
+	out := make([]float32, n)
+	data := f.Bytes(t.Data)
+	if e.Granularity == Granularity_FLOAT {
+		switch e.Dtype {
+		case DataType_F32:
+			for i := range out {
+				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+			}
+		case DataType_F16:
+			for i := range out {
+				out[i] = half.F16ToF32(binary.LittleEndian.Uint16(data[2*i:]))
+			}
+		case DataType_BF16:
+			for i := range out {
+				out[i] = half.BF16ToF32(binary.LittleEndian.Uint16(data[2*i:]))
+			}
+		default:
+			return nil, fmt.Errorf("%s: dtype %v is not a float type", t.Name, e.Dtype)
+		}
+		return out, nil
+	}
+	codes := f.Codes(t)
+	scales, zeros := f.Scales(t), f.Zeros(t)
+	cols := int(t.Shape[len(t.Shape)-1])
+	switch e.Granularity {
+	case Granularity_PER_TENSOR:
+		s, z := e.Scale[0], -e.Offset[0]
+		for i, q := range codes {
+			out[i] = float32(float32(q-z) * s)
+		}
+	case Granularity_PER_CHANNEL, Granularity_PER_BLOCK:
+		bs := cols
+		if e.Granularity == Granularity_PER_BLOCK {
+			bs = int(e.BlockSize)
+		}
+		for i, q := range codes {
+			g := i / bs // blocks never cross rows: bs divides cols
+			var z int32
+			if zeros != nil {
+				z = zeros[g]
+			}
+			out[i] = float32(float32(q-z) * scales[g])
+		}
+	case Granularity_LPBQ:
+		bs := int(e.BlockSize)
+		k := f.Bytes(t.BlockScales)
+		for i, q := range codes {
+			s := float32(scales[i/cols] * float32(k[i/bs]))
+			out[i] = float32(float32(q) * s)
+		}
+	default:
+		return nil, fmt.Errorf("%s: granularity %v is unknown", t.Name, e.Granularity)
+	}
+	return out, nil
+}
+
+// Codes returns the integer codes of a quantized tensor, one per element, signed or not as
+// its dtype says (nil for a float tensor).
+func (f *File) Codes(t *Tensor) []int32 {
+	e := t.Encoding
+	if !e.Dtype.IsCode() {
+		return nil
+	}
+	data := f.Bytes(t.Data)
+	n := len(data) * 8 / e.Dtype.Bits()
+	out := make([]int32, n)
+	switch e.Dtype {
+	case DataType_INT4:
+		for i := range out {
+			out[i] = int32(int8(data[i/2]>>(4*(i%2))<<4) >> 4)
+		}
+	case DataType_UINT4:
+		for i := range out {
+			out[i] = int32(data[i/2] >> (4 * (i % 2)) & 0xF)
+		}
+	case DataType_INT8:
+		for i := range out {
+			out[i] = int32(int8(data[i]))
+		}
+	case DataType_UINT8:
+		for i := range out {
+			out[i] = int32(data[i])
+		}
+	case DataType_INT16:
+		for i := range out {
+			out[i] = int32(int16(binary.LittleEndian.Uint16(data[2*i:])))
+		}
+	case DataType_UINT16:
+		for i := range out {
+			out[i] = int32(binary.LittleEndian.Uint16(data[2*i:]))
+		}
+	}
+	return out
+}
+
+// Scales returns the stored per-channel or per-block scales of a tensor (nil when it has
+// none).
+func (f *File) Scales(t *Tensor) []float32 {
+	b := f.Bytes(t.Scales)
+	if b == nil {
+		return nil
+	}
+	if t.Encoding.ScaleType == DataType_F16 {
+		out := make([]float32, len(b)/2)
+		for i := range out {
+			out[i] = half.F16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
+		}
+		return out
+	}
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// Zeros returns the stored zero points (−offset) of an asymmetric tensor (nil when
+// symmetric).
+func (f *File) Zeros(t *Tensor) []int32 {
+	b := f.Bytes(t.Zeros)
+	if b == nil {
+		return nil
+	}
+	if t.Encoding.ZeroType == DataType_UINT16 {
+		out := make([]int32, len(b)/2)
+		for i := range out {
+			out[i] = int32(binary.LittleEndian.Uint16(b[2*i:]))
+		}
+		return out
+	}
+	out := make([]int32, len(b))
+	for i, v := range b {
+		out[i] = int32(v)
+	}
+	return out
+}
+
+// BlockScales returns the LPBQ per-block integer scales (nil for other encodings).
+func (f *File) BlockScales(t *Tensor) []uint8 { return f.Bytes(t.BlockScales) }
+
+// QDQ quantizes x in place to a per-tensor encoding and dequantizes it back, as ONNX's
+// QuantizeLinear then DequantizeLinear do with zero point −offset: q = clamp(round(x/scale)
+// − offset) (half to even), x = (q + offset)·scale, all in float32. The encoding must have
+// passed validation (Parse or CheckActivation).
+func QDQ(e *Encoding, x []float32) {
+	lo, hi := e.Dtype.CodeRange()
+	if e.Bits < uint32(e.Dtype.Bits()) {
+		if e.Dtype.Signed() {
+			lo, hi = -(1 << (e.Bits - 1)), 1<<(e.Bits-1)-1
+		} else {
+			hi = 1<<e.Bits - 1
+		}
+	}
+	s, off := e.Scale[0], float64(e.Offset[0])
+	flo, fhi := float64(lo), float64(hi)
+	for i, v := range x {
+		q := math.RoundToEven(float64(v/s)) - off
+		if q < flo {
+			q = flo
+		} else if q > fhi {
+			q = fhi
+		} else if q != q { // NaN
+			q = -off
+		}
+		x[i] = float32(float32(q+off) * s)
+	}
+}
+
+// CheckActivation validates a per-tensor encoding (as Parse does for every activation).
+func CheckActivation(e *Encoding) error { return checkActivation(e) }
+
+// RangeEncoding is the per-tensor asymmetric encoding of [lo, hi] with bits-bit unsigned
+// codes in QNN's convention (float = (q + offset)·scale): the range is widened to include 0
+// and to at least 1e-4, scale = (hi − lo)/(2^bits − 1), offset = round(lo/scale).
+func RangeEncoding(lo, hi float64, bits int) *Encoding {
+	lo, hi = min(lo, 0), max(hi, 0)
+	if hi-lo < 1e-4 {
+		hi = lo + 1e-4
+	}
+	steps := float64(uint64(1)<<bits - 1)
+	scale := float32((hi - lo) / steps)
+	off := math.RoundToEven(lo / float64(scale))
+	off = max(-steps, min(0, off))
+	dt := DataType_UINT16
+	if bits <= 8 {
+		dt = DataType_UINT8
+	}
+	return &Encoding{Dtype: dt, Bits: uint32(bits), Granularity: Granularity_PER_TENSOR,
+		Scale: []float32{scale}, Offset: []int32{int32(off)}, Min: float32(lo), Max: float32(hi)}
+}

@@ -1,0 +1,253 @@
+package gqf
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gquant/gquant/formats/half"
+)
+
+// sample builds a small valid file: one tensor of each encoding and a two-node graph.
+// It returns the file bytes and, per tensor, the values an independent float64 computation
+// expects Decode to return.
+func sample(t testing.TB) ([]byte, map[string][]float64) {
+	m := &Manifest{Scheme: "w8a16", Config: &ModelConfig{Family: "llama", HfArchitecture: "LlamaForCausalLM", ConfigJson: []byte(`{"hidden_size":4}`)}}
+	b := NewBuilder(m)
+	want := map[string][]float64{}
+	le32 := func(v ...float32) []byte {
+		out := make([]byte, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
+		}
+		return out
+	}
+	// f32 vector
+	b.AddTensor(&Tensor{Name: "norm", Role: "attn_norm.weight", Shape: []int64{4},
+		Encoding: &Encoding{Dtype: DataType_F32, Bits: 32, Granularity: Granularity_FLOAT}}, le32(1, -2, 0.5, 3), nil, nil, nil)
+	want["norm"] = []float64{1, -2, 0.5, 3}
+	// f16 matrix 2×2
+	f16 := make([]byte, 8)
+	for i, v := range []float32{0.25, -1, 2, 65504} {
+		binary.LittleEndian.PutUint16(f16[2*i:], half.F32ToF16(v))
+	}
+	b.AddTensor(&Tensor{Name: "h", Role: "x", Shape: []int64{2, 2},
+		Encoding: &Encoding{Dtype: DataType_F16, Bits: 16, Granularity: Granularity_FLOAT}}, f16, nil, nil, nil)
+	want["h"] = []float64{0.25, -1, 2, 65504}
+	// int8 symmetric per channel: rows scaled by 0.5 and 0.125
+	b.AddTensor(&Tensor{Name: "w8", Role: "attn_q.weight", Shape: []int64{2, 3},
+		Encoding: &Encoding{Dtype: DataType_INT8, Bits: 8, Granularity: Granularity_PER_CHANNEL, Symmetric: true, ScaleType: DataType_F32}},
+		[]byte{1, 0xff, 127, 0x81, 0, 3}, le32(0.5, 0.125), nil, nil)
+	want["w8"] = []float64{0.5, -0.5, 63.5, -127 * 0.125, 0, 0.375}
+	// uint4 asymmetric blocks of 2 with fp16 scales and zero points
+	sc := make([]byte, 4)
+	binary.LittleEndian.PutUint16(sc, half.F32ToF16(0.5))
+	binary.LittleEndian.PutUint16(sc[2:], half.F32ToF16(2))
+	b.AddTensor(&Tensor{Name: "w4", Role: "ffn_up.weight", Shape: []int64{1, 4},
+		Encoding: &Encoding{Dtype: DataType_UINT4, Bits: 4, Granularity: Granularity_PER_BLOCK, BlockSize: 2, ScaleType: DataType_F16, ZeroType: DataType_UINT8}},
+		[]byte{0x3f, 0x70}, sc, []byte{8, 1}, nil)
+	want["w4"] = []float64{(15 - 8) * 0.5, (3 - 8) * 0.5, (0 - 1) * 2, (7 - 1) * 2}
+	// int4 LPBQ: 2 rows of 4, blocks of 2; channel scales 0.25, 1; block ints 3,1 / 16,2
+	b.AddTensor(&Tensor{Name: "lp", Role: "ffn_down.weight", Shape: []int64{2, 4},
+		Encoding: &Encoding{Dtype: DataType_INT4, Bits: 4, Granularity: Granularity_LPBQ, Symmetric: true, BlockSize: 2, ScaleType: DataType_F32, DecompressedBits: 8}},
+		[]byte{0x87, 0x21, 0xf0, 0x9a}, le32(0.25, 1), nil, []byte{3, 1, 16, 2})
+	want["lp"] = []float64{7 * 0.75, -8 * 0.75, 1 * 0.25, 2 * 0.25, 0, -1 * 16, -6 * 2, -7 * 2}
+	m.Graph = &Graph{Name: "g", MaxLen: 4,
+		Inputs:  []*Value{{Name: "input_ids", Dtype: DataType_INT64, Shape: []int64{1, 4}}},
+		Outputs: []string{"y"},
+		Nodes: []*Node{
+			{Name: "x", Op: "Gather", Inputs: []string{"h", "input_ids"}, Outputs: []string{"x"}},
+			{Name: "y", Op: "RmsNorm", Inputs: []string{"x", "norm"}, Outputs: []string{"y"}, Attrs: []*Attribute{{Name: "epsilon", F: 1e-5}}},
+		},
+		Activations: []*Value{
+			{Name: "x", Dtype: DataType_F32, Shape: []int64{1, 4, 2}, Encoding: RangeEncoding(-1, 2, 16)},
+			{Name: "y", Dtype: DataType_F32, Shape: []int64{1, 4, 2}, Encoding: RangeEncoding(-3, 3, 8)},
+		}}
+	raw, err := b.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw, want
+}
+
+func TestRoundTripDecode(t *testing.T) {
+	raw, want := sample(t)
+	path := filepath.Join(t.TempDir(), "s.gqf")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, tn := range f.Manifest.Tensors {
+		if tn.Data.Offset%Alignment != 0 {
+			t.Errorf("%s: data at %d, not aligned to %d", tn.Name, tn.Data.Offset, Alignment)
+		}
+		got, err := f.Decode(tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := want[tn.Name]
+		if len(got) != len(w) {
+			t.Fatalf("%s: %d values, want %d", tn.Name, len(got), len(w))
+		}
+		for i := range w {
+			if float64(got[i]) != w[i] {
+				t.Errorf("%s[%d] = %g, want %g", tn.Name, i, got[i], w[i])
+			}
+		}
+	}
+	// The data section starts on a page boundary of the file.
+	man := binary.LittleEndian.Uint64(raw[8:])
+	if start := (16 + man + Alignment - 1) / Alignment * Alignment; int(start) > len(raw) || start%Alignment != 0 {
+		t.Errorf("data section at %d", start)
+	}
+	rep := f.Report()
+	if rep.Graph == nil || len(rep.Graph.Nodes) != 2 || !strings.Contains(rep.String(), "RmsNorm(x, norm) -> y[1 4 2] uint8 per-tensor") {
+		t.Errorf("report:\n%s", rep.String())
+	}
+}
+
+func TestBytesDeterministic(t *testing.T) {
+	a, _ := sample(t)
+	b, _ := sample(t)
+	if string(a) != string(b) {
+		t.Fatal("two builds of the same manifest differ")
+	}
+}
+
+// TestMalformed checks that each broken file gives its own clear error, not a panic.
+func TestMalformed(t *testing.T) {
+	good, _ := sample(t)
+	man := binary.LittleEndian.Uint64(good[8:])
+	clone := func() []byte { return append([]byte(nil), good...) }
+	// reencode rewrites the manifest through edit and rebuilds the file around it.
+	reencode := func(edit func(m *Manifest)) []byte {
+		f, err := Parse("x", good)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(f.Manifest)
+		b := NewBuilder(f.Manifest)
+		b.size = uint64(len(f.data))
+		b.chunks = []chunk{{0, f.data}}
+		out, err := b.bytesUnchecked()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "header: 0 bytes"},
+		{"bad magic", append([]byte("GGUF"), good[4:]...), `magic: "GGUF"`},
+		{"bad version", func() []byte { b := clone(); b[4] = 9; return b }(), "version: 9 is not supported"},
+		{"manifest past end", func() []byte { b := clone(); binary.LittleEndian.PutUint64(b[8:], uint64(len(b))); return b }(), "manifest: length"},
+		{"manifest garbage", func() []byte { b := clone(); copy(b[16:], []byte{0xff, 0xff, 0xff}); return b }(), "manifest:"},
+		{"truncated data", good[:16+man+10], "run past the end of the data section"},
+		{"tensor past end", reencode(func(m *Manifest) { m.Tensors[0].Data.Offset = 1 << 40 }), "norm: data: bytes"},
+		{"unknown dtype", reencode(func(m *Manifest) { m.Tensors[2].Encoding.Dtype = 99 }), "w8: encoding: dtype 99 is unknown"},
+		{"unknown granularity", reencode(func(m *Manifest) { m.Tensors[2].Encoding.Granularity = 42 }), "w8: encoding: granularity 42 is unknown"},
+		{"wrong size", reencode(func(m *Manifest) { m.Tensors[0].Shape = []int64{5} }), "norm: data: 16 bytes, want 20"},
+		{"bad block", reencode(func(m *Manifest) { m.Tensors[4].Encoding.BlockSize = 3 }), "lp: encoding: block size 3"},
+		{"negative dim", reencode(func(m *Manifest) { m.Tensors[1].Shape = []int64{-2, 2} }), "h: shape [-2 2]"},
+		{"unknown op", reencode(func(m *Manifest) { m.Graph.Nodes[0].Op = "Conv" }), `op "Conv" is not in the QNN vocabulary`},
+		{"undefined input", reencode(func(m *Manifest) { m.Graph.Nodes[1].Inputs[0] = "nope" }), "input nope is not defined"},
+		{"bad activation", reencode(func(m *Manifest) { m.Graph.Activations[0].Encoding.Scale[0] = 0 }), "activation x: encoding: scale 0"},
+		{"zero outside codes", reencode(func(m *Manifest) { m.Graph.Activations[1].Encoding.Offset[0] = 10 }), "offset 10 puts zero outside"},
+		{"no config", reencode(func(m *Manifest) { m.Config = nil }), "config: missing"},
+	}
+	for _, c := range cases {
+		_, err := Parse("bad.gqf", c.data)
+		if err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "bad.gqf: ") || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %q, want one line starting with the file and containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestQDQ compares QDQ with a float64 statement of ONNX's QuantizeLinear/DequantizeLinear.
+func TestQDQ(t *testing.T) {
+	e := &Encoding{Dtype: DataType_UINT16, Bits: 16, Granularity: Granularity_PER_TENSOR, Scale: []float32{0.001}, Offset: []int32{-30000}}
+	xs := []float32{0, 1, -1, 0.0005, 0.0015, -30, 36, 1e9, -1e9, 12.3456}
+	got := append([]float32(nil), xs...)
+	QDQ(e, got)
+	for i, x := range xs {
+		q := math.RoundToEven(float64(x/0.001)) + 30000
+		q = math.Max(0, math.Min(65535, q))
+		want := float32(float32(q-30000) * 0.001)
+		if got[i] != want {
+			t.Errorf("QDQ(%g) = %g, want %g", x, got[i], want)
+		}
+	}
+	if got[0] != 0 {
+		t.Errorf("zero is not exact: %g", got[0])
+	}
+}
+
+// TestRangeEncoding checks QNN's rules: zero representable, range covered, offset ≤ 0.
+func TestRangeEncoding(t *testing.T) {
+	for _, r := range [][2]float64{{-1, 3}, {0.5, 2}, {-4, -1}, {0, 0}, {-1e-7, 1e-7}} {
+		for _, bits := range []int{8, 16} {
+			e := RangeEncoding(r[0], r[1], bits)
+			if err := CheckActivation(e); err != nil {
+				t.Fatalf("%v %d: %v", r, bits, err)
+			}
+			steps := float64(int(1)<<bits - 1)
+			lo := float64(e.Offset[0]) * float64(e.Scale[0])
+			hi := (float64(e.Offset[0]) + steps) * float64(e.Scale[0])
+			if lo > math.Min(r[0], 0)+float64(e.Scale[0]) || hi < math.Max(r[1], 0)-float64(e.Scale[0]) || hi-lo < 1e-4*(1-1e-6) {
+				t.Errorf("%v %d bits: encoded range [%g, %g]", r, bits, lo, hi)
+			}
+		}
+	}
+}
+
+func TestMetaRoundTrip(t *testing.T) {
+	vals := []any{"llama", uint32(7), int32(-3), float32(1.5), true, uint64(9), int64(-9), 2.5,
+		[]string{"a", "b"}, []float32{1, 2}, []int32{3, 4}}
+	tok := &Tokenizer{}
+	for i, v := range vals {
+		e, err := MetaEntryOf(string(rune('a'+i)), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok.Metadata = append(tok.Metadata, e)
+	}
+	get := tok.Getter()
+	for i, v := range vals {
+		got, ok := get(string(rune('a' + i)))
+		if !ok || !equalAny(got, v) {
+			t.Errorf("%d: got %v (%T), want %v (%T)", i, got, got, v, v)
+		}
+	}
+	if _, err := MetaEntryOf("x", []int{1}); err == nil {
+		t.Error("[]int accepted")
+	}
+}
+
+func equalAny(a, b any) bool {
+	switch x := a.(type) {
+	case []string:
+		y := b.([]string)
+		return strings.Join(x, ",") == strings.Join(y, ",")
+	case []float32:
+		y := b.([]float32)
+		return len(x) == len(y) && x[0] == y[0] && x[1] == y[1]
+	case []int32:
+		y := b.([]int32)
+		return len(x) == len(y) && x[0] == y[0] && x[1] == y[1]
+	}
+	return a == b
+}

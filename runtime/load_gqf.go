@@ -1,0 +1,140 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"unsafe"
+
+	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/gqf"
+	"github.com/gquant/gquant/formats/tokenizer"
+	"github.com/gquant/gquant/runtime/arch"
+)
+
+// loadGQF loads a gqf file. Float tensors (F32, F16, BF16) are used from the mapping;
+// quantized ones (int8 per-channel, int4 LPBQ, ...) are decoded to float32 at load with the
+// file's own decoding rules. When the graph's activations have encodings (w8a16, w4a16,
+// w4a8), every activation the runtime names (see ActivationNames) that has one is quantized
+// and dequantized in place as it is produced — the W8A16 simulation — before any hook of
+// opts sees it.
+func loadGQF(path string, opts Options) (*Model, error) {
+	src, encs, err := openGQF(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(encs) > 0 {
+		opts.Hooks = simulateActivations(encs, opts.Hooks)
+	}
+	m, err := build(src, opts)
+	if err != nil {
+		src.close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// openGQF opens a gqf file as a source and returns its activation encodings by name.
+func openGQF(path string) (*source, map[string]*gqf.Encoding, error) {
+	f, err := gqf.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+		}
+	}()
+	man := f.Manifest
+	fam, err := arch.ForHF(man.Config.GetHfArchitecture())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: config: %w", path, err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(man.Config.GetConfigJson(), &cfg); err != nil {
+		return nil, nil, fmt.Errorf("%s: config: %v", path, err)
+	}
+	spec, err := fam.SpecFromHF(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: config: %w", path, err)
+	}
+	tok, err := tokenizer.FromGGUF(man.Tokenizer.Getter())
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: tokenizer: %w", path, err)
+	}
+	encs := map[string]*gqf.Encoding{}
+	if g := man.Graph; g != nil {
+		for _, a := range g.Activations {
+			if a.Encoding != nil {
+				encs[a.Name] = a.Encoding
+			}
+		}
+	}
+	src := &source{
+		file: path, format: "hf", family: fam, spec: spec, tok: tok, close: f.Close,
+		tensor: func(t arch.Tensor) (rawTensor, bool, error) {
+			gt, found := f.Tensor(t.Ref.GGUFName())
+			if !found {
+				return rawTensor{}, false, nil
+			}
+			rt, err := gqfRaw(f, gt)
+			if err != nil {
+				return rawTensor{}, true, fmt.Errorf("%s: %w", path, err)
+			}
+			return rt, true, nil
+		},
+	}
+	ok = true
+	return src, encs, nil
+}
+
+// gqfRaw turns a gqf tensor into the runtime's stored-tensor view: float data as they are,
+// quantized data decoded to float32.
+func gqfRaw(f *gqf.File, t *gqf.Tensor) (rawTensor, error) {
+	shape := make([]int, len(t.Shape))
+	for i, d := range t.Shape {
+		shape[i] = int(d)
+	}
+	rt := rawTensor{name: t.Name, shape: shape}
+	if e := t.Encoding; e.Granularity == gqf.Granularity_FLOAT {
+		switch e.Dtype {
+		case gqf.DataType_F32:
+			rt.typ = gguf.F32
+		case gqf.DataType_F16:
+			rt.typ = gguf.F16
+		case gqf.DataType_BF16:
+			rt.typ = gguf.BF16
+		default:
+			return rt, fmt.Errorf("%s: dtype %v is not a weight type", t.Name, e.Dtype)
+		}
+		rt.data = f.Bytes(t.Data)
+		return rt, nil
+	}
+	vals, err := f.Decode(t)
+	if err != nil {
+		return rt, err
+	}
+	rt.typ = gguf.F32
+	if len(vals) > 0 {
+		rt.data = unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*len(vals))
+	}
+	return rt, nil
+}
+
+// simulateActivations returns hooks that quantize and dequantize each named activation with
+// its encoding, then call the user's hooks.
+func simulateActivations(encs map[string]*gqf.Encoding, user *Hooks) *Hooks {
+	h := &Hooks{}
+	if user != nil {
+		h.LinearInput = user.LinearInput
+	}
+	h.Activation = func(name string, x []float32, n, dim int) {
+		if e, ok := encs[name]; ok {
+			gqf.QDQ(e, x)
+		}
+		if user != nil && user.Activation != nil {
+			user.Activation(name, x, n, dim)
+		}
+	}
+	return h
+}
