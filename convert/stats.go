@@ -74,3 +74,23 @@ func first(s []string, n int) []string {
 	}
 	return append(append([]string(nil), s[:n]...), fmt.Sprintf("and %d more", len(s)-n))
 }
+
+// ImportanceFile reads an importance matrix without matching it to a plan (gqf conversion
+// checks each tensor as it uses it).
+func ImportanceFile(path string) (map[string][]float32, error) {
+	m, err := imatrix.Read(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]float32{}
+	for _, e := range m.Entries {
+		imp := m.Importance(e.Name)
+		for j, v := range imp {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < 0 {
+				return nil, fmt.Errorf("%s: %s: column %d: invalid importance %v", path, e.Name, j, v)
+			}
+		}
+		out[e.Name] = imp
+	}
+	return out, nil
+}

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -24,6 +26,9 @@ type convertOptions struct {
 	splitMaxSize string
 	method       string
 	stats        string
+	encodings    string
+	corpus       string
+	maxLen       int
 }
 
 func newConvertCmd(g *globals) *cobra.Command {
@@ -40,7 +45,10 @@ func newConvertCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVarP(&o.out, "output", "o", "", "output file (.gguf)")
 	f.StringVar(&o.scheme, "scheme", "f16", "quantization scheme")
-	f.StringVar(&o.format, "format", "gguf", "output format: gguf")
+	f.StringVar(&o.format, "format", "gguf", "output format: gguf or gqf")
+	f.StringVar(&o.encodings, "encodings", "", "gqf: AIMET encodings JSON with the activation encodings (w8a16)")
+	f.StringVar(&o.corpus, "corpus", "", "gqf: calibration text for the activation encodings when --encodings is not given")
+	f.IntVar(&o.maxLen, "max-len", 0, "gqf: the graph's fixed sequence length (default: the context, at most 128)")
 	f.StringArrayVar(&o.tensorTypes, "tensor-type", nil, "override the type of tensors matching REGEX (REGEX=TYPE, repeatable)")
 	f.StringVar(&o.pre, "pre", "", "tokenizer.ggml.pre value, when the pre-tokenizer is not recognised")
 	f.StringVar(&o.name, "name", "", "general.name (default: the folder's name)")
@@ -55,11 +63,15 @@ func newConvertCmd(g *globals) *cobra.Command {
 }
 
 func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) error {
-	if o.format != "gguf" {
-		return usageErr("convert: --format: unsupported format %q (supported: gguf)", o.format)
-	}
 	if o.out == "" && !o.dryRun {
 		return usageErr("convert: -o OUT is required (or --dry-run)")
+	}
+	switch o.format {
+	case "gguf":
+	case "gqf":
+		return runConvertGQF(cmd, g, o, dir)
+	default:
+		return usageErr("convert: --format: unsupported format %q (supported: gguf, gqf)", o.format)
 	}
 	var overrides []convert.Override
 	for _, s := range o.tensorTypes {
@@ -101,6 +113,39 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	case !g.quiet:
 		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %d tensors, %.2f MB, %.4f bpw (linear %.4f), %d fallbacks\n",
 			o.out, len(plan.Tensors), float64(plan.OutputBytes)/1e6, plan.BPW, plan.BPWLinear, plan.Fallbacks)
+	}
+	return nil
+}
+
+// runConvertGQF writes gquant's own format (w4a16, w4a8, w8a16, f16).
+func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string) error {
+	opts := convert.GQFOptions{
+		Scheme: o.scheme, MaxLen: o.maxLen, Encodings: o.encodings, Corpus: o.corpus,
+		Force: o.force, DryRun: o.dryRun, Version: version,
+		Command: "gquant " + strings.Join(os.Args[1:], " "),
+	}
+	if o.stats != "" {
+		imp, err := convert.ImportanceFile(o.stats)
+		if err != nil {
+			return err
+		}
+		opts.Imatrix, opts.StatsPath = imp, o.stats
+	}
+	plan, err := convert.ConvertGQF(dir, o.out, opts)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	switch {
+	case o.jsonOut:
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(plan)
+	case o.dryRun:
+		fmt.Fprint(out, plan.Text())
+	case !g.quiet:
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %s, %d tensors, %.2f MB, %.4f bpw\n",
+			o.out, plan.Scheme, len(plan.Tensors), float64(plan.Bytes)/1e6, plan.BPW)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/safetensors"
 )
 
@@ -23,7 +24,7 @@ func newInspectCmd(g *globals) *cobra.Command {
 	o := &inspectOptions{}
 	cmd := &cobra.Command{
 		Use:   "inspect FILE",
-		Short: "Show the metadata and tensors of a GGUF or safetensors file (or a model folder)",
+		Short: "Show the metadata and tensors of a GGUF, gqf or safetensors file (or a model folder)",
 		Args:  argsN(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runInspect(cmd.OutOrStdout(), o, args[0])
@@ -65,8 +66,21 @@ func runInspect(w io.Writer, o *inspectOptions, path string) error {
 	if err != nil {
 		return err
 	}
+	if !st.IsDir() && hasMagic(path, gqf.Magic) {
+		r, err := gqf.Inspect(path)
+		if err != nil {
+			return err
+		}
+		if o.jsonOut {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(r)
+		}
+		fmt.Fprint(w, r)
+		return nil
+	}
 	var rep *inspectReport
-	if !st.IsDir() && isGGUF(path) {
+	if !st.IsDir() && hasMagic(path, "GGUF") {
 		rep, err = inspectGGUF(path, o)
 	} else {
 		rep, err = inspectSafetensors(path)
@@ -106,15 +120,16 @@ func runInspect(w io.Writer, o *inspectOptions, path string) error {
 	return nil
 }
 
-func isGGUF(path string) bool {
+// hasMagic reports whether the file starts with the 4-byte magic.
+func hasMagic(path, magic string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	var magic [4]byte
-	_, err = io.ReadFull(f, magic[:])
-	return err == nil && string(magic[:]) == "GGUF"
+	var head [4]byte
+	_, err = io.ReadFull(f, head[:])
+	return err == nil && string(head[:]) == magic
 }
 
 func inspectGGUF(path string, o *inspectOptions) (*inspectReport, error) {
