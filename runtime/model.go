@@ -60,8 +60,10 @@ func Load(path string, opts Options) (*Model, error) {
 		src, err = openHF(path)
 	case strings.HasSuffix(strings.ToLower(path), ".gguf"):
 		src, err = openGGUF(path)
+	case strings.HasSuffix(strings.ToLower(path), ".gqf"):
+		return loadGQF(path, opts)
 	default:
-		return nil, fmt.Errorf("%s: not a model: want a HuggingFace folder or a .gguf file", path)
+		return nil, fmt.Errorf("%s: not a model: want a HuggingFace folder, a .gguf or a .gqf file", path)
 	}
 	if err != nil {
 		return nil, err
