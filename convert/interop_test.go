@@ -341,3 +341,37 @@ func TestBadStatsRejected(t *testing.T) {
 		t.Fatal("--method imatrix without stats accepted")
 	}
 }
+
+// TestInteropSplitOutput: --split-max-size writes llama.cpp's -0000i-of-0000n.gguf parts with
+// split.* keys; llama.cpp loads the set from the first part and reproduces the greedy
+// continuation.
+func TestInteropSplitOutput(t *testing.T) {
+	nm := peers(t)
+	dir := "../testdata/models/stories260k"
+	ref := loadReference(t, dir)
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	if _, err := Convert(dir, out, Options{Scheme: "f16", Threads: 2, SplitMaxSize: 200 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Fatal("a split conversion also wrote the unsplit path")
+	}
+	parts, _ := filepath.Glob(filepath.Join(filepath.Dir(out), "m-*-of-*.gguf"))
+	if len(parts) < 2 {
+		t.Fatalf("parts: %v", parts)
+	}
+	first := gguf.SplitName(out, 0, len(parts))
+	sf, err := gguf.OpenSplit(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(sf.Tensors)
+	sf.Close()
+	if n != 47 {
+		t.Fatalf("split set holds %d tensors, want 47", n)
+	}
+	res := runLlama(t, nm, first, []llamaOp{{Op: "greedy", IDs: ref.Greedy.PromptIDs, N: len(ref.Greedy.NewIDs)}})
+	if !equalInts(res[0].IDs, ref.Greedy.NewIDs) {
+		t.Errorf("greedy from the split set: %v", res[0].IDs)
+	}
+}
