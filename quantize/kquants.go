@@ -5,65 +5,6 @@ package quantize
 // make_qp_quants from ggml/src/ggml-quants.c. Every product that is summed is rounded by an
 // explicit float32 conversion (see the package comment).
 
-// makeQxQuants is make_qx_quants with rmse_type 1: symmetric levels L in [0, 2·nmax) (stored
-// as l + nmax) and the scale minimising Σ w (x − scale·l)², with w = qw or x² when qw is nil.
-func makeQxQuants(x []float32, nmax int, L []int8, qw []float32) float32 {
-	n := len(x)
-	var maxv, amax float32
-	for i := 0; i < n; i++ {
-		if ax := abs32(x[i]); ax > amax {
-			amax, maxv = ax, x[i]
-		}
-	}
-	if amax < groupMaxEps {
-		for i := 0; i < n; i++ {
-			L[i] = 0
-		}
-		return 0
-	}
-	weight := func(i int) float32 {
-		if qw != nil {
-			return qw[i]
-		}
-		return float32(x[i] * x[i])
-	}
-	iscale := float32(-nmax) / maxv
-	var sumlx, suml2 float32
-	for i := 0; i < n; i++ {
-		l := clamp(nearestInt(iscale*x[i]), -nmax, nmax-1)
-		L[i] = int8(l + nmax)
-		w, fl := weight(i), float32(l)
-		sumlx += float32(w * x[i] * fl)
-		suml2 += float32(w * fl * fl)
-	}
-	var scale float32
-	if suml2 != 0 {
-		scale = sumlx / suml2
-	}
-	best := scale * sumlx
-	for is := -9; is <= 9; is++ {
-		if is == 0 {
-			continue
-		}
-		iscale = -(float32(nmax) + float32(0.1*float32(is))) / maxv
-		sumlx, suml2 = 0, 0
-		for i := 0; i < n; i++ {
-			l := clamp(nearestInt(iscale*x[i]), -nmax, nmax-1)
-			w, fl := weight(i), float32(l)
-			sumlx += float32(w * x[i] * fl)
-			suml2 += float32(w * fl * fl)
-		}
-		if suml2 > 0 && float32(sumlx*sumlx) > float32(best*suml2) {
-			for i := 0; i < n; i++ {
-				L[i] = int8(nmax + clamp(nearestInt(iscale*x[i]), -nmax, nmax-1))
-			}
-			scale = sumlx / suml2
-			best = scale * sumlx
-		}
-	}
-	return scale
-}
-
 // makeQ3Quants is make_q3_quants with do_rmse: levels in [0, 2·nmax) weighted by x², refined
 // by coordinate descent.
 func makeQ3Quants(x []float32, nmax int, L []int8) float32 {
@@ -119,171 +60,6 @@ func makeQ3Quants(x []float32, nmax int, L []int8) float32 {
 		return sumlx / suml2
 	}
 	return 0
-}
-
-// makeQkx2Quants is make_qkx2_quants: asymmetric levels L in [0, nmax] with a scale and a
-// minimum (returned as theMin ≥ 0, x ≈ scale·l − theMin) chosen by a grid of nstep+1 trial
-// scales minimising Σ w·|err| (useMad) or Σ w·err². laux is scratch as long as x.
-func makeQkx2Quants(x []float32, nmax int, weights []float32, L, laux []uint8,
-	rmin, rdelta float32, nstep int, useMad bool) (scale, theMin float32) {
-	n := len(x)
-	minv, maxv := x[0], x[0]
-	sumW := weights[0]
-	sumX := float32(sumW * x[0])
-	for i := 1; i < n; i++ {
-		if x[i] < minv {
-			minv = x[i]
-		}
-		if x[i] > maxv {
-			maxv = x[i]
-		}
-		w := weights[i]
-		sumW += w
-		sumX += float32(w * x[i])
-	}
-	if minv > 0 {
-		minv = 0
-	}
-	if maxv == minv {
-		for i := 0; i < n; i++ {
-			L[i] = 0
-		}
-		return 0, -minv
-	}
-	errOf := func(diff float32) float32 {
-		if useMad {
-			return abs32(diff)
-		}
-		return diff * diff
-	}
-	iscale := float32(nmax) / (maxv - minv)
-	scale = 1 / iscale
-	var bestError float32
-	for i := 0; i < n; i++ {
-		l := nearestInt(iscale * (x[i] - minv))
-		L[i] = uint8(clamp(l, 0, nmax))
-		diff := float32(scale*float32(L[i])) + minv - x[i]
-		bestError += float32(weights[i] * errOf(diff))
-	}
-	if nstep < 1 {
-		return scale, -minv
-	}
-	for is := 0; is <= nstep; is++ {
-		iscale = (rmin + float32(rdelta*float32(is)) + float32(nmax)) / (maxv - minv)
-		var sumL, sumL2, sumXL float32
-		for i := 0; i < n; i++ {
-			l := clamp(nearestInt(iscale*(x[i]-minv)), 0, nmax)
-			laux[i] = uint8(l)
-			w, fl := weights[i], float32(l)
-			sumL += float32(w * fl)
-			sumL2 += float32(w * fl * fl)
-			sumXL += float32(w * fl * x[i])
-		}
-		D := float32(sumW*sumL2) - float32(sumL*sumL)
-		if D > 0 {
-			thisScale := (float32(sumW*sumXL) - float32(sumX*sumL)) / D
-			thisMin := (float32(sumL2*sumX) - float32(sumL*sumXL)) / D
-			if thisMin > 0 {
-				thisMin = 0
-				thisScale = sumXL / sumL2
-			}
-			var curError float32
-			for i := 0; i < n; i++ {
-				diff := float32(thisScale*float32(laux[i])) + thisMin - x[i]
-				curError += float32(weights[i] * errOf(diff))
-			}
-			if curError < bestError {
-				copy(L[:n], laux[:n])
-				bestError, scale, minv = curError, thisScale, thisMin
-			}
-		}
-	}
-	return scale, -minv
-}
-
-// makeQkx3Quants is make_qkx3_quants: as makeQkx2Quants, with weights x² when weights is nil and
-// the degenerate test max ≤ min.
-func makeQkx3Quants(x []float32, nmax int, weights []float32, L, laux []uint8,
-	rmin, rdelta float32, nstep int, useMad bool) (scale, theMin float32) {
-	n := len(x)
-	weight := func(i int) float32 {
-		if weights != nil {
-			return weights[i]
-		}
-		return float32(x[i] * x[i])
-	}
-	minv, maxv := x[0], x[0]
-	sumW := weight(0)
-	sumX := float32(sumW * x[0])
-	for i := 1; i < n; i++ {
-		if x[i] < minv {
-			minv = x[i]
-		}
-		if x[i] > maxv {
-			maxv = x[i]
-		}
-		w := weight(i)
-		sumW += w
-		sumX += float32(w * x[i])
-	}
-	if minv > 0 {
-		minv = 0
-	}
-	if maxv <= minv {
-		for i := 0; i < n; i++ {
-			L[i] = 0
-		}
-		return 0, -minv
-	}
-	errOf := func(diff float32) float32 {
-		if useMad {
-			return abs32(diff)
-		}
-		return diff * diff
-	}
-	iscale := float32(nmax) / (maxv - minv)
-	scale = 1 / iscale
-	var bestMad float32
-	for i := 0; i < n; i++ {
-		l := nearestInt(iscale * (x[i] - minv))
-		L[i] = uint8(clamp(l, 0, nmax))
-		diff := float32(scale*float32(L[i])) + minv - x[i]
-		bestMad += float32(weight(i) * errOf(diff))
-	}
-	if nstep < 1 {
-		return scale, -minv
-	}
-	for is := 0; is <= nstep; is++ {
-		iscale = (rmin + float32(rdelta*float32(is)) + float32(nmax)) / (maxv - minv)
-		var sumL, sumL2, sumXL float32
-		for i := 0; i < n; i++ {
-			l := clamp(nearestInt(iscale*(x[i]-minv)), 0, nmax)
-			laux[i] = uint8(l)
-			w, fl := weight(i), float32(l)
-			sumL += float32(w * fl)
-			sumL2 += float32(w * fl * fl)
-			sumXL += float32(w * fl * x[i])
-		}
-		D := float32(sumW*sumL2) - float32(sumL*sumL)
-		if D > 0 {
-			thisScale := (float32(sumW*sumXL) - float32(sumX*sumL)) / D
-			thisMin := (float32(sumL2*sumX) - float32(sumL*sumXL)) / D
-			if thisMin > 0 {
-				thisMin = 0
-				thisScale = sumXL / sumL2
-			}
-			var mad float32
-			for i := 0; i < n; i++ {
-				diff := float32(thisScale*float32(laux[i])) + thisMin - x[i]
-				mad += float32(weight(i) * errOf(diff))
-			}
-			if mad < bestMad {
-				copy(L[:n], laux[:n])
-				bestMad, scale, minv = mad, thisScale, thisMin
-			}
-		}
-	}
-	return scale, -minv
 }
 
 // makeQpQuants is make_qp_quants: non-negative levels L in [0, nmax] for non-negative x (the
@@ -393,29 +169,30 @@ func packScaleMinK4(j int, q []byte, ls, lm uint8) {
 // reference path.
 func quantizeKMin(y []byte, x, qw []float32, nmax int) {
 	var L [256]uint8
-	var laux [32]uint8
-	var weights [32]float32
+	var weights [256]float32
 	var scales, mins [8]float32
 	scaleBytes := y[4:16]
 	clear(scaleBytes)
 	if qw == nil {
 		// quantize_row_q4_K_ref / quantize_row_q5_K_ref
-		rmin, rdelta, nstep := float32(-1), float32(0.1), 20
-		if nmax == 31 {
-			rmin, rdelta, nstep = -0.5, 0.1, 15
-		}
-		var maxScale, maxMin float32
 		for j := 0; j < 8; j++ {
-			xs := x[32*j : 32*j+32]
+			xs, ws := x[32*j:32*j+32], weights[32*j:32*j+32]
 			var sumX2 float32
 			for _, v := range xs {
 				sumX2 += float32(v * v)
 			}
 			avX := sqrt32(float32(sumX2 / 32))
 			for l, v := range xs {
-				weights[l] = avX + abs32(v)
+				ws[l] = avX + abs32(v)
 			}
-			scales[j], mins[j] = makeQkx2Quants(xs, nmax, weights[:], L[32*j:32*j+32], laux[:], rmin, rdelta, nstep, false)
+		}
+		p := qkxQ4KRef
+		if nmax == 31 {
+			p = qkxQ5KRef
+		}
+		qkxSearch(x[:256], weights[:], 32, L[:], scales[:], mins[:], p)
+		var maxScale, maxMin float32
+		for j := 0; j < 8; j++ {
 			if scales[j] > maxScale {
 				maxScale = scales[j]
 			}
@@ -440,23 +217,25 @@ func quantizeKMin(y []byte, x, qw []float32, nmax int) {
 	} else {
 		// quantize_row_q4_K_impl / quantize_row_q5_K_impl with quant_weights
 		var sumX2 float32
-		for _, v := range x {
+		for _, v := range x[:256] {
 			sumX2 += float32(v * v)
 		}
 		sigma2 := float32(2 * sumX2 / 256)
 		var sw [8]float32
 		for j := 0; j < 8; j++ {
-			xs := x[32*j : 32*j+32]
+			xs, ws := x[32*j:32*j+32], weights[32*j:32*j+32]
 			for l, v := range xs {
-				weights[l] = qw[32*j+l] * sqrt32(sigma2+float32(v*v))
+				ws[l] = qw[32*j+l] * sqrt32(sigma2+float32(v*v))
 			}
 			var sumw float32
-			for _, w := range weights {
+			for _, w := range ws {
 				sumw += w
 			}
 			sw[j] = sumw
-			scales[j], mins[j] = makeQkx3Quants(xs, nmax, weights[:], L[32*j:32*j+32], laux[:], -0.9, 0.05, 36, false)
 		}
+		p := qkxImatrix
+		p.nmax = nmax
+		qkxSearch(x[:256], weights[:], 32, L[:], scales[:], mins[:], p)
 		var ls, lm [8]uint8
 		dBlock := makeQpQuants(scales[:], 63, ls[:], sw[:])
 		mBlock := makeQpQuants(mins[:], 63, lm[:], sw[:])

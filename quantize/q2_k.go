@@ -27,18 +27,16 @@ func (c q2_KCodec) Quantize(dst []byte, src []float32, nrows, nPerRow int, imatr
 
 func quantizeBlockQ2_KRef(y []byte, x []float32) {
 	var L [256]uint8
-	var laux [16]uint8
-	var weights [16]float32
+	var weights [256]float32
 	var mins, scales [16]float32
 	const q4scale = 15
 	sc := y[0:16]
+	for l, v := range x[:256] {
+		weights[l] = abs32(v)
+	}
+	qkxSearch(x[:256], weights[:], 16, L[:], scales[:], mins[:], qkxQ2KRef)
 	var maxScale, maxMin float32
 	for j := 0; j < 16; j++ {
-		xs := x[16*j : 16*j+16]
-		for l, v := range xs {
-			weights[l] = abs32(v)
-		}
-		scales[j], mins[j] = makeQkx2Quants(xs, 3, weights[:], L[16*j:16*j+16], laux[:], -0.5, 0.1, 15, true)
 		if scales[j] > maxScale {
 			maxScale = scales[j]
 		}
@@ -70,8 +68,7 @@ func quantizeBlockQ2_KRef(y []byte, x []float32) {
 
 func quantizeBlockQ2_KImpl(y []byte, x, qw []float32) {
 	var L [256]uint8
-	var laux [16]uint8
-	var weight [16]float32
+	var weights [256]float32
 	var mins, scales, sw [16]float32
 	var ls, lm [16]uint8
 	var sumX2 float32
@@ -80,15 +77,17 @@ func quantizeBlockQ2_KImpl(y []byte, x, qw []float32) {
 	}
 	sigma2 := float32(sumX2 / 256)
 	for j := 0; j < 16; j++ {
-		xs := x[16*j : 16*j+16]
+		xs, ws := x[16*j:16*j+16], weights[16*j:16*j+16]
 		for l, v := range xs {
-			weight[l] = qw[16*j+l] * sqrt32(sigma2+float32(v*v))
+			ws[l] = qw[16*j+l] * sqrt32(sigma2+float32(v*v))
 		}
-		for _, w := range weight {
+		for _, w := range ws {
 			sw[j] += w
 		}
-		scales[j], mins[j] = makeQkx3Quants(xs, 3, weight[:], L[16*j:16*j+16], laux[:], -0.9, 0.05, 36, false)
 	}
+	p := qkxImatrix
+	p.nmax = 3
+	qkxSearch(x[:256], weights[:], 16, L[:], scales[:], mins[:], p)
 	dm := makeQpQuants(scales[:], 15, ls[:], sw[:])
 	mm := makeQpQuants(mins[:], 15, lm[:], sw[:])
 	putF16(y[80:], dm)

@@ -19,17 +19,36 @@ func quantizeRowQ4_1(dst []byte, x []float32, qw []float32) {
 		}
 		return
 	}
-	sigma2 := rowSigma2(x)
-	var weight [32]float32
-	var L, laux [32]uint8
-	for ib := 0; ib < len(x)/32; ib++ {
-		xb, y := x[32*ib:32*ib+32], dst[20*ib:20*ib+20]
-		legacyWeights(&weight, xb, qw[32*ib:32*ib+32], sigma2)
-		d, m := makeQkx3Quants(xb, 15, weight[:], L[:], laux[:], -0.9, 0.05, 36, false)
+	quantizeRowQkx3(x, qw, 15, func(ib int, d, m float32, L *[32]uint8) {
+		y := dst[20*ib : 20*ib+20]
 		putF16(y, d)
 		putF16(y[2:], -m)
 		for j := 0; j < 16; j++ {
 			y[4+j] = L[j] | L[j+16]<<4
+		}
+	})
+}
+
+// quantizeRowQkx3 runs make_qkx3_quants (nmax, legacy imatrix weights) on every block of 32 of
+// the row x, eight blocks at a time, and hands each block's scale, negated minimum and levels
+// to put.
+func quantizeRowQkx3(x, qw []float32, nmax int, put func(ib int, d, m float32, L *[32]uint8)) {
+	sigma2 := rowSigma2(x)
+	var weights [256]float32
+	var L [256]uint8
+	var ds, ms [8]float32
+	p := qkxImatrix
+	p.nmax = nmax
+	nb := len(x) / 32
+	for ib0 := 0; ib0 < nb; ib0 += 8 {
+		m := min(8, nb-ib0)
+		for k := 0; k < m; k++ {
+			ib := ib0 + k
+			legacyWeights((*[32]float32)(weights[32*k:32*k+32]), x[32*ib:32*ib+32], qw[32*ib:32*ib+32], sigma2)
+		}
+		qkxSearch(x[32*ib0:32*(ib0+m)], weights[:32*m], 32, L[:], ds[:], ms[:], p)
+		for k := 0; k < m; k++ {
+			put(ib0+k, ds[k], ms[k], (*[32]uint8)(L[32*k:32*k+32]))
 		}
 	}
 }

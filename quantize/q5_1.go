@@ -19,17 +19,12 @@ func quantizeRowQ5_1(dst []byte, x []float32, qw []float32) {
 		}
 		return
 	}
-	sigma2 := rowSigma2(x)
-	var weight [32]float32
-	var L, laux [32]uint8
-	for ib := 0; ib < len(x)/32; ib++ {
-		xb, y := x[32*ib:32*ib+32], dst[24*ib:24*ib+24]
-		legacyWeights(&weight, xb, qw[32*ib:32*ib+32], sigma2)
-		d, m := makeQkx3Quants(xb, 31, weight[:], L[:], laux[:], -0.9, 0.05, 36, false)
+	quantizeRowQkx3(x, qw, 31, func(ib int, d, m float32, L *[32]uint8) {
+		y := dst[24*ib : 24*ib+24]
 		putF16(y, d)
 		putF16(y[2:], -m)
-		pack5(y[4:24], &L)
-	}
+		pack5(y[4:24], L)
+	})
 }
 
 // quantizeBlockQ5_1Ref is one block of quantize_row_q5_1_ref: d = (max − min)/31,
