@@ -1,0 +1,555 @@
+package calibrate
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/imatrix"
+	"github.com/gquant/gquant/runtime"
+	"github.com/gquant/gquant/runtime/arch"
+)
+
+// Test inputs: the repository's copy of stories260k and the head of the calibration corpus
+// (testdata/README.md).
+const (
+	model260k = "../testdata/models/stories260k"
+	corpus    = "testdata/calib-head.txt"
+	llamaGGUF = "testdata/stories260k.imatrix.gguf"
+	llamaDat  = "testdata/stories260k.imatrix.dat"
+	llamaF32  = "testdata/stories260k.imatrix-f32attn.gguf"
+	// stories3m lives outside the repository; its test skips when it is absent.
+	model3m    = "../../shared/models/stories3m"
+	llamaF32s3 = "testdata/stories3m.imatrix-f32attn.gguf"
+)
+
+// calib runs Calibrate on stories260k with one thread.
+func calib(t *testing.T, o Options) *Result {
+	t.Helper()
+	if o.Corpus == "" {
+		o.Corpus = corpus
+	}
+	o.Threads = max(o.Threads, 1)
+	res, err := Calibrate(model260k, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// compareSum2 returns the largest relative difference between our Σx² and those of a
+// llama-imatrix file, over every weight the file holds (and over the weights the attention
+// does not feed: blk.0's q, k and v), checking that the counts agree.
+func compareSum2(t *testing.T, s *Stats, file string) (all, preAttention float64) {
+	t.Helper()
+	ref, err := imatrix.Read(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ref.Entries {
+		ls := s.LinearFor(e.Name)
+		if ls == nil {
+			t.Fatalf("%s: no statistics for %s", file, e.Name)
+		}
+		if ls.Count != e.Counts[0] {
+			t.Errorf("%s: %s: count %d, llama.cpp %d", file, e.Name, ls.Count, e.Counts[0])
+		}
+		for j, v := range e.Sum2 {
+			d := math.Abs(ls.Sum2[j]-float64(v)) / float64(v)
+			all = math.Max(all, d)
+			if strings.HasPrefix(e.Name, "blk.0.attn_") && !strings.HasPrefix(e.Name, "blk.0.attn_output") {
+				preAttention = math.Max(preAttention, d)
+			}
+		}
+	}
+	return all, preAttention
+}
+
+// Σx² per input column agrees with llama-imatrix's on the same text and chunking (4 chunks of
+// 128 tokens; llama.cpp ran an F32 GGUF of the same weights and sums in float32): to float
+// rounding against a run with float32 attention, and within the effect of fp16 attention
+// against llama.cpp's defaults. The counts and entry names are llama.cpp's, and our imatrix
+// file reads back to the same importances.
+func TestImatrixAgreesWithLlama(t *testing.T) {
+	res := calib(t, Options{Ctx: 128, Tokens: 512})
+	if res.Tokens != 512 || res.Stats.Meta.Chunks != 4 || res.Passes != 1 {
+		t.Errorf("tokens %d chunks %d passes %d, want 512, 4, 1", res.Tokens, res.Stats.Meta.Chunks, res.Passes)
+	}
+	all, pre := compareSum2(t, res.Stats, llamaF32)
+	t.Logf("Σx² against llama-imatrix (f32 attention): max relative difference %.3g", all)
+	if all > 1e-5 {
+		t.Errorf("Σx² against llama-imatrix (f32 attention): max relative difference %.3g > 1e-5", all)
+	}
+	all, pre = compareSum2(t, res.Stats, llamaGGUF)
+	t.Logf("Σx² against llama-imatrix (defaults: fp16 attention): max relative difference %.3g (%.3g before attention)", all, pre)
+	if all > 3e-3 || pre > 1e-5 {
+		t.Errorf("Σx² against llama-imatrix (defaults): max relative difference %.3g > 3e-3 or %.3g > 1e-5 before attention", all, pre)
+	}
+	ref, err := imatrix.Read(llamaF32)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join(t.TempDir(), "i.gguf")
+	if err := res.Stats.WriteImatrix(path, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := imatrix.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotNames, wantNames []string
+	for _, e := range got.Entries {
+		gotNames = append(gotNames, e.Name)
+	}
+	for _, e := range ref.Entries {
+		wantNames = append(wantNames, e.Name)
+	}
+	if !slices.Equal(gotNames, wantNames) {
+		t.Errorf("imatrix entries %v, llama.cpp's %v", gotNames, wantNames)
+	}
+	if got.ChunkCount != 4 || got.ChunkSize != 128 || !slices.Equal(got.Datasets, []string{"calib-head.txt"}) {
+		t.Errorf("imatrix metadata %d chunks of %d, datasets %q", got.ChunkCount, got.ChunkSize, got.Datasets)
+	}
+	for _, n := range wantNames {
+		a, b := got.Importance(n), ref.Importance(n)
+		for j := range a {
+			if math.Abs(float64(a[j]-b[j])) > 1e-5*float64(b[j]) {
+				t.Fatalf("%s: importance[%d] %g, llama.cpp %g", n, j, a[j], b[j])
+			}
+		}
+	}
+	// --process-output adds output.weight (the tied embedding's input).
+	if m, _ := res.Stats.Imatrix(true); m.Entry("output.weight") == nil || len(m.Entries) != 36 {
+		t.Errorf("Imatrix(true) lacks output.weight or has %d entries", len(m.Entries))
+	}
+}
+
+// The same on stories3m (4 layers, hidden 256, untied output).
+func TestImatrixAgreesWithLlamaStories3m(t *testing.T) {
+	if _, err := os.Stat(model3m); err != nil {
+		t.Skip("stories3m is not there:", err)
+	}
+	res, err := Calibrate(model3m, Options{Corpus: corpus, Ctx: 128, Tokens: 512, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _ := compareSum2(t, res.Stats, llamaF32s3)
+	t.Logf("stories3m: Σx² against llama-imatrix (f32 attention): max relative difference %.3g", all)
+	if all > 1e-5 {
+		t.Errorf("stories3m: max relative difference %.3g > 1e-5", all)
+	}
+}
+
+// inputs captures every linear layer's input with a hook of the test's own, in float64.
+func inputs(t *testing.T, ctx, tokens int) (map[string][][]float64, *arch.Spec) {
+	t.Helper()
+	got := map[string][][]float64{}
+	h := &runtime.Hooks{LinearInput: func(w string, x []float32, n, cols int) {
+		for r := 0; r < n; r++ {
+			row := make([]float64, cols)
+			for j := range row {
+				row[j] = float64(x[r*cols+j])
+			}
+			got[w] = append(got[w], row)
+		}
+	}}
+	m, err := runtime.Load(model260k, runtime.Options{Threads: 1, Hooks: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	text, err := os.ReadFile(corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The chunking of llama-imatrix, spelled out: BOS + text, chunk starts overwritten by BOS.
+	ids := append([]int{m.Tokenizer().BOS()}, m.Tokenizer().Encode(string(text), false)...)
+	st := m.NewState(ctx)
+	for s := 0; s < tokens; s += ctx {
+		chunk := slices.Clone(ids[s : s+ctx])
+		chunk[0] = m.Tokenizer().BOS()
+		st.Reset()
+		if _, err := m.Eval(st, chunk, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got, m.Spec()
+}
+
+// Σx², Σx, max|x|, counts and Hessians equal a naive float64 computation over inputs captured
+// independently; followers (k, v, up) share their leader's sums and Hessian.
+func TestSumsAndHessians(t *testing.T) {
+	const ctx, tokens = 64, 128
+	res := calib(t, Options{Ctx: ctx, Tokens: tokens, Hessian: true, Threads: 2})
+	xs, _ := inputs(t, ctx, tokens)
+	s := res.Stats
+	if len(s.Linear) != 36 {
+		t.Fatalf("%d linear entries, want 36", len(s.Linear))
+	}
+	for _, ls := range s.Linear {
+		rows := xs[ls.Weight]
+		if int64(len(rows)) != ls.Count || len(rows) != tokens {
+			t.Fatalf("%s: count %d, captured %d rows", ls.Weight, ls.Count, len(rows))
+		}
+		c := ls.Cols
+		h, n, ok := s.Hessian(ls.Weight)
+		if !ok || n != c {
+			t.Fatalf("%s: no Hessian of %d columns", ls.Weight, c)
+		}
+		for i := 0; i < c; i++ {
+			var s2, s1, am float64
+			for _, r := range rows {
+				s2 += r[i] * r[i]
+				s1 += r[i]
+				am = math.Max(am, math.Abs(r[i]))
+			}
+			if !close(ls.Sum2[i], s2, 1e-12) || !close(ls.Sum[i], s1, 1e-9) || float64(ls.AbsMax[i]) != am {
+				t.Fatalf("%s[%d]: Σx² %g Σx %g max %g, want %g %g %g", ls.Weight, i, ls.Sum2[i], ls.Sum[i], ls.AbsMax[i], s2, s1, am)
+			}
+			for j := 0; j < c; j++ {
+				var hij float64
+				for _, r := range rows {
+					hij += r[i] * r[j]
+				}
+				if !close(h[i*c+j], hij, 1e-9) {
+					t.Fatalf("%s: H[%d,%d] = %g, want %g", ls.Weight, i, j, h[i*c+j], hij)
+				}
+			}
+		}
+	}
+	if l := s.LinearFor("blk.2.attn_v.weight"); l.SharesInputOf != "blk.2.attn_q.weight" || l.Hessian != nil {
+		t.Errorf("attn_v shares %q, own Hessian %v", l.SharesInputOf, l.Hessian != nil)
+	}
+}
+
+// close compares with a relative tolerance (absolute near zero).
+func close(a, b, tol float64) bool {
+	return math.Abs(a-b) <= tol*math.Max(1, math.Abs(b))
+}
+
+// Streaming Hessians to the file with a tiny memory budget takes one pass per Hessian and gives
+// the same bytes as an unbounded run, and the file reads back to the in-memory statistics.
+func TestStreamedHessiansAndRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Ctx: 64, Tokens: 128, Hessian: true}
+	mem := calib(t, o)
+
+	o.Output, o.HessianMemory = filepath.Join(dir, "a.stats"), 1
+	streamed := calib(t, o)
+	if streamed.Passes != 21 { // 5 layers × (q, o, gate, down) + output
+		t.Errorf("%d passes, want 21", streamed.Passes)
+	}
+	o.Output, o.HessianMemory = filepath.Join(dir, "b.stats"), 0
+	if r := calib(t, o); r.Passes != 1 {
+		t.Errorf("%d passes with room for every Hessian", r.Passes)
+	}
+	if err := WriteStats(filepath.Join(dir, "c.stats"), mem.Stats); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(filepath.Join(dir, "a.stats"))
+	for _, f := range []string{"b.stats", "c.stats"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, f)); !bytes.Equal(a, b) {
+			t.Errorf("%s differs from the streamed file", f)
+		}
+	}
+
+	got, err := ReadStats(filepath.Join(dir, "a.stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := mem.Stats
+	if got.Meta != want.Meta || got.Kind != "gquant" {
+		t.Errorf("meta %+v, want %+v", got.Meta, want.Meta)
+	}
+	if got.Meta.CorpusSHA256 != "a9c1f05561f29b8edd7e7b63fbe6175d3abcd41052917e90b97209fdfe5cce12" {
+		t.Errorf("corpus sha256 %s", got.Meta.CorpusSHA256)
+	}
+	if len(got.Linear) != len(want.Linear) || len(got.Acts) != len(want.Acts) {
+		t.Fatalf("%d/%d linear, %d/%d activations", len(got.Linear), len(want.Linear), len(got.Acts), len(want.Acts))
+	}
+	for i, w := range want.Linear {
+		g := got.Linear[i]
+		if g.Weight != w.Weight || g.Count != w.Count || g.SharesInputOf != w.SharesInputOf ||
+			!slices.Equal(g.Sum2, w.Sum2) || !slices.Equal(g.Sum, w.Sum) || !slices.Equal(g.AbsMax, w.AbsMax) || !slices.Equal(g.Hessian, w.Hessian) {
+			t.Errorf("%s: differs after the round trip", w.Weight)
+		}
+		if !slices.Equal(got.Importance(w.Weight), want.Importance(w.Weight)) {
+			t.Errorf("%s: importance differs", w.Weight)
+		}
+	}
+	for i, w := range want.Acts {
+		g := got.Acts[i]
+		if g.Name != w.Name || g.Min != w.Min || g.Max != w.Max || g.Hist.Start != w.Hist.Start ||
+			g.Hist.Width != w.Hist.Width || !slices.Equal(g.Hist.Counts, w.Hist.Counts) {
+			t.Errorf("%s: differs after the round trip", w.Name)
+		}
+	}
+	spec := mem.Spec
+	if err := got.Validate(spec); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+}
+
+// llama.cpp's imatrix files (GGUF and .dat) read as statistics with llama-quantize's
+// importances, and fit stories260k.
+func TestReadLlamaImatrix(t *testing.T) {
+	ref, err := imatrix.Read(llamaGGUF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := calib(t, Options{Ctx: 32, Tokens: 32}).Spec
+	for _, f := range []string{llamaGGUF, llamaDat} {
+		s, err := ReadStats(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.Linear) != 35 || len(s.Acts) != 0 {
+			t.Errorf("%s: %d linear, %d activations", f, len(s.Linear), len(s.Acts))
+		}
+		for _, e := range ref.Entries {
+			a, b := s.Importance(e.Name), ref.Importance(e.Name)
+			for j := range b {
+				if math.Abs(float64(a[j]-b[j])) > 1e-6*float64(b[j]) {
+					t.Fatalf("%s: %s: importance[%d] %g, want %g", f, e.Name, j, a[j], b[j])
+				}
+			}
+		}
+		if err := s.Validate(spec); err != nil {
+			t.Errorf("%s: Validate: %v", f, err)
+		}
+		if _, err := s.ActivationEncodings(RangeOptions{}); err == nil || !strings.Contains(err.Error(), "no activation statistics") {
+			t.Errorf("%s: activation encodings from an imatrix: %v", f, err)
+		}
+	}
+}
+
+// Statistics of the wrong model, with a missing tensor or with a NaN are rejected with errors
+// naming the file and the tensor; WriteStats refuses bad statistics and leaves nothing.
+func TestValidateRejects(t *testing.T) {
+	res := calib(t, Options{Ctx: 64, Tokens: 64})
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.stats")
+	if err := WriteStats(path, res.Stats); err != nil {
+		t.Fatal(err)
+	}
+	spec := res.Spec
+	other := *spec
+	other.Layers = 6
+	otherWide := *spec
+	otherWide.Intermediate = 256
+
+	load := func() *Stats {
+		s, err := ReadStats(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	llama := func() *Stats {
+		s, err := ReadStats(llamaGGUF)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	cases := []struct {
+		name string
+		s    *Stats
+		spec *arch.Spec
+		want []string
+	}{
+		{"wrong model", load(), &other, []string{path + ": model: collected on stories260k", "5 layers", "6 layers"}},
+		{"imatrix of another model", llama(), &other, []string{llamaGGUF + ": blk.5.attn_q.weight: missing"}},
+		{"imatrix with other widths", llama(), &otherWide, []string{"blk.0.ffn_down.weight: statistics of 172 columns, the model's weight has 256"}},
+		{"missing weight", func() *Stats {
+			s := load()
+			s.Linear = slices.DeleteFunc(s.Linear, func(l *LinearStats) bool { return l.Weight == "blk.2.ffn_up.weight" })
+			s.index()
+			return s
+		}(), spec, []string{path + ": blk.2.ffn_up.weight: missing"}},
+		{"missing activation", func() *Stats {
+			s := load()
+			s.Acts = slices.DeleteFunc(s.Acts, func(a *ActStats) bool { return a.Name == "blk.3.ffn_act" })
+			s.index()
+			return s
+		}(), spec, []string{path + ": activation blk.3.ffn_act: missing"}},
+		{"NaN", func() *Stats {
+			s := load()
+			s.LinearFor("blk.1.attn_output.weight").Sum2[3] = math.NaN()
+			return s
+		}(), spec, []string{path + ": blk.1.attn_output.weight: Σx²[3] = NaN"}},
+		{"NaN range", func() *Stats {
+			s := load()
+			s.Act("blk.0.q").Max = float32(math.NaN())
+			return s
+		}(), spec, []string{path + ": blk.0.q: range"}},
+	}
+	for _, c := range cases {
+		err := c.s.Validate(c.spec)
+		if err == nil {
+			t.Errorf("%s: accepted", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q lacks %q", c.name, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error is not one line", c.name)
+		}
+	}
+
+	// A NaN is refused by the writer, and a file that holds one by the reader.
+	bad := load()
+	bad.LinearFor("blk.0.ffn_down.weight").Sum[7] = math.Inf(1)
+	out := filepath.Join(t.TempDir(), "bad.stats")
+	if err := WriteStats(out, bad); err == nil || !strings.Contains(err.Error(), "blk.0.ffn_down.weight: Σx[7] = +Inf") {
+		t.Errorf("WriteStats of an Inf: %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(out)); len(entries) != 0 {
+		t.Errorf("WriteStats left %d files", len(entries))
+	}
+	sw, err := createStats(out, bad) // bypasses the check
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadStats(out); err == nil || !strings.Contains(err.Error(), out+": blk.0.ffn_down.weight: Σx[7] = +Inf") {
+		t.Errorf("ReadStats of an Inf: %v", err)
+	}
+}
+
+// A corpus shorter than asked is an error naming both counts; a context longer than the
+// model's is refused.
+func TestCorpusErrors(t *testing.T) {
+	_, err := Calibrate(model260k, Options{Corpus: corpus, Ctx: 128, Tokens: 1 << 20, Threads: 1})
+	if err == nil || !strings.Contains(err.Error(), "fewer than the 1048576 asked for") || !strings.Contains(err.Error(), corpus+": the corpus has ") {
+		t.Errorf("short corpus: %v", err)
+	}
+	_, err = Calibrate(model260k, Options{Corpus: corpus, Ctx: 1024, Threads: 1})
+	if err == nil || !strings.Contains(err.Error(), "ctx: 1024 is longer than the model's context of 512") {
+		t.Errorf("long ctx: %v", err)
+	}
+}
+
+// Chunks follows llama-imatrix (BOS over each chunk's first token, remainder dropped), limits
+// to Tokens (last chunk shorter), and samples whole chunks in corpus order with a seed.
+func TestChunks(t *testing.T) {
+	stream := make([]int, 100)
+	for i := range stream {
+		stream[i] = 10 + i
+	}
+	ch, err := Chunks(stream, Chunking{Ctx: 30}, 1, "c")
+	if err != nil || len(ch) != 3 || ch[1][0] != 1 || ch[1][1] != 41 || len(ch[2]) != 30 {
+		t.Fatalf("full chunks: %v %v", ch, err)
+	}
+	ch, err = Chunks(stream, Chunking{Ctx: 30, Tokens: 70}, -1, "c")
+	if err != nil || len(ch) != 3 || len(ch[2]) != 10 || ch[2][0] != 70 {
+		t.Fatalf("limited: %v %v", ch, err)
+	}
+	if _, err := Chunks(stream, Chunking{Ctx: 30, Tokens: 101}, 1, "c"); err == nil || err.Error() != "c: the corpus has 100 tokens, fewer than the 101 asked for" {
+		t.Errorf("short: %v", err)
+	}
+	if _, err := Chunks(stream[:20], Chunking{Ctx: 30}, 1, "c"); err == nil || !strings.Contains(err.Error(), "20 tokens, fewer than one chunk of 30") {
+		t.Errorf("shorter than a chunk: %v", err)
+	}
+	a, _ := Chunks(stream, Chunking{Ctx: 10, Tokens: 40, Seed: 7}, -1, "c")
+	b, _ := Chunks(stream, Chunking{Ctx: 10, Tokens: 40, Seed: 7}, -1, "c")
+	c, _ := Chunks(stream, Chunking{Ctx: 10, Tokens: 40, Seed: 8}, -1, "c")
+	if len(a) != 4 || !slices.EqualFunc(a, b, slices.Equal) || slices.EqualFunc(a, c, slices.Equal) {
+		t.Errorf("seeded samples: %v / %v / %v", a, b, c)
+	}
+	for i := 1; i < len(a); i++ {
+		if a[i][0] <= a[i-1][0] || (a[i][0]-10)%10 != 0 {
+			t.Errorf("sampled chunks not whole or not in order: %v", a)
+		}
+	}
+}
+
+// Same inputs, same bytes.
+func TestDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a", "b"} {
+		calib(t, Options{Ctx: 64, Tokens: 128, Output: filepath.Join(dir, f), Threads: 2})
+	}
+	a, _ := os.ReadFile(filepath.Join(dir, "a"))
+	b, _ := os.ReadFile(filepath.Join(dir, "b"))
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Error("two runs gave different statistics files")
+	}
+}
+
+// llama-quantize accepts our imatrix (opt-in: GQUANT_LLAMA_QUANTIZE=<llama-quantize>,
+// GQUANT_IMATRIX_MODEL=<an F32 GGUF of stories260k>, as in formats/imatrix).
+func TestLlamaQuantizeAcceptsOurImatrix(t *testing.T) {
+	bin, model := os.Getenv("GQUANT_LLAMA_QUANTIZE"), os.Getenv("GQUANT_IMATRIX_MODEL")
+	if bin == "" || model == "" {
+		t.Skip("set GQUANT_LLAMA_QUANTIZE and GQUANT_IMATRIX_MODEL to run")
+	}
+	res := calib(t, Options{Ctx: 128, Tokens: 512})
+	dir := t.TempDir()
+	im := filepath.Join(dir, "i.gguf")
+	if err := res.Stats.WriteImatrix(im, false); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "--imatrix", im, model, filepath.Join(dir, "q.gguf"), "Q4_K_M").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "loaded 35 importance matrix entries") {
+		t.Fatalf("llama-quantize: %v\n%s", err, out)
+	}
+}
+
+// Files that are not statistics, or malformed ones, are refused with one line naming the file
+// and the key or tensor.
+func TestReadStatsMalformed(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, kvs []gguf.KV, tensors []gguf.TensorInfo, data [][]byte) string {
+		p := filepath.Join(dir, name)
+		h := &gguf.Header{KVs: kvs, Tensors: tensors}
+		if err := gguf.WriteFile(p, h, func(i int) ([]byte, error) { return data[i], nil }); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	model := write("model.gguf", []gguf.KV{{Key: "general.type", Value: "model"}}, nil, nil)
+	noKeys := write("nokeys.stats", []gguf.KV{{Key: "general.type", Value: StatsType}, {Key: keyVer, Value: uint32(1)}}, nil, nil)
+	// The metadata of a real statistics file with bad tensors.
+	good := filepath.Join(dir, "good.stats")
+	calib(t, Options{Ctx: 32, Tokens: 32, Output: good})
+	gf, err := gguf.Open(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs := gf.KVs
+	gf.Close()
+	badTensors := write("tensors.stats", kvs,
+		[]gguf.TensorInfo{{Name: "blk.0.attn_q.weight.in_sum2", Type: gguf.F32, Shape: []uint64{2}}, {Name: "blk.0.q.mystery", Type: gguf.F32, Shape: []uint64{1}}},
+		[][]byte{make([]byte, 8), make([]byte, 4)})
+	cases := map[string][]string{
+		model:      {model + ": general.type: \"model\" is neither"},
+		noKeys:     {noKeys + ": calibration.model.name: missing"},
+		badTensors: {badTensors + ": ", "blk.0.attn_q.weight.in_sum2: F32 [2], want F64", "blk.0.q.mystery: unknown tensor"},
+		corpus:     {corpus + ": "}, // neither GGUF nor a legacy imatrix
+	}
+	for path, wants := range cases {
+		_, err := ReadStats(path)
+		if err == nil {
+			t.Errorf("%s: accepted", path)
+			continue
+		}
+		for _, w := range wants {
+			if !strings.Contains(err.Error(), w) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: error %q lacks %q", path, err, w)
+			}
+		}
+	}
+}

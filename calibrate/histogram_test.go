@@ -1,0 +1,126 @@
+package calibrate
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// addAll feeds values in batches the way the collector does.
+func addAll(a *ActStats, xs []float32, batch int) {
+	for i := 0; i < len(xs); i += batch {
+		a.add(xs[i:min(i+batch, len(xs))])
+	}
+}
+
+// After growing (slides and merges), every bin holds exactly the values that fall in it under
+// the final geometry, counted directly here; the extremes are exact, the occupied span keeps at
+// least a quarter of the bins, and zero is a bin edge.
+func TestHistogramCounts(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var xs []float32
+	// A narrow start, then a drift to the right, then wide outliers on both sides.
+	for i := 0; i < 3000; i++ {
+		xs = append(xs, float32(r.NormFloat64()*0.01))
+	}
+	for i := 0; i < 3000; i++ {
+		xs = append(xs, float32(5+r.NormFloat64()))
+	}
+	for i := 0; i < 50; i++ {
+		xs = append(xs, float32(r.NormFloat64()*300))
+	}
+	a := &ActStats{}
+	addAll(a, xs, 97)
+	h := &a.Hist
+	want := make([]float64, HistBins)
+	lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
+	for _, v := range xs {
+		k := int(math.Floor(float64(v)/h.Width)) - int(h.Start)
+		if k < 0 || k >= HistBins {
+			t.Fatalf("%g falls outside the histogram", v)
+		}
+		want[k]++
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	for k := range want {
+		if want[k] != h.Counts[k] {
+			t.Fatalf("bin %d: %g, want %g", k, h.Counts[k], want[k])
+		}
+	}
+	if a.Min != lo || a.Max != hi {
+		t.Errorf("range [%g, %g], want [%g, %g]", a.Min, a.Max, lo, hi)
+	}
+	if f, e := math.Frexp(h.Width); f != 0.5 {
+		t.Errorf("width %g (2^%d·%g) is not a power of two", h.Width, e, f)
+	}
+	first, last, _ := h.occupied()
+	if span := last - first + 1; span < HistBins/4 {
+		t.Errorf("occupied span %d bins < %d", span, HistBins/4)
+	}
+}
+
+// A histogram that starts on zeros (the smallest width) survives a huge value without
+// overflowing, and still counts everything.
+func TestHistogramFromZeros(t *testing.T) {
+	a := &ActStats{}
+	a.add(make([]float32, 10))
+	a.add([]float32{3e38, -2e38, 1})
+	if got := a.Hist.Total(); got != 13 {
+		t.Fatalf("total %g, want 13", got)
+	}
+	lo, hi := a.Hist.Bounds()
+	if lo > -2e38 || hi <= 3e38 {
+		t.Errorf("bounds [%g, %g] miss the values", lo, hi)
+	}
+	if bad := a.add([]float32{float32(math.NaN()), 1}); bad != 1 || a.Hist.Total() != 13 {
+		t.Errorf("NaN: %d bad, total %g", bad, a.Hist.Total())
+	}
+}
+
+// Quantiles of a uniform sample are close to the uniform's.
+func TestQuantile(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	xs := make([]float32, 100000)
+	for i := range xs {
+		xs[i] = float32(-2 + 6*r.Float64())
+	}
+	a := &ActStats{}
+	addAll(a, xs, 1000)
+	for _, q := range []float64{0.001, 0.25, 0.5, 0.9, 0.999} {
+		got := a.Hist.Quantile(q, float64(a.Min), float64(a.Max))
+		if want := -2 + 6*q; math.Abs(got-want) > 0.02 {
+			t.Errorf("quantile %g: %g, want %g", q, got, want)
+		}
+	}
+}
+
+// addOuter split over goroutines gives the bits of one goroutine, and both the naive float64
+// sums (upper triangle).
+func TestAddOuterParallel(t *testing.T) {
+	defer func(v int) { parallelOuterWork = v }(parallelOuterWork)
+	parallelOuterWork = 0
+	r := rand.New(rand.NewPCG(7, 8))
+	const n, c = 37, 83 // odd sizes: blocks of four and single rows
+	x := make([]float32, n*c)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	one, many := make([]float64, c*c), make([]float64, c*c)
+	addOuter(one, x, n, c, 1)
+	addOuter(many, x, n, c, 3)
+	addOuter(one, x[:5*c], 5, c, 1) // a second call accumulates
+	addOuter(many, x[:5*c], 5, c, 3)
+	for i := 0; i < c; i++ {
+		for j := i; j < c; j++ {
+			var want float64
+			for _, rows := range []int{n, 5} {
+				for tt := 0; tt < rows; tt++ {
+					want += float64(x[tt*c+i]) * float64(x[tt*c+j])
+				}
+			}
+			if one[i*c+j] != many[i*c+j] || math.Abs(one[i*c+j]-want) > 1e-12*math.Max(1, math.Abs(want)) {
+				t.Fatalf("H[%d,%d]: %g (one goroutine) %g (three), want %g", i, j, one[i*c+j], many[i*c+j], want)
+			}
+		}
+	}
+}

@@ -1,0 +1,303 @@
+package calibrate
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+
+	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/imatrix"
+)
+
+// ReadStats reads statistics: a gquant statistics file, or a llama.cpp imatrix file (GGUF or
+// legacy .dat), which gives Σx² and counts (and Σx when present) only. The statistics are
+// checked (finite sums, consistent shapes); Validate checks them against a model.
+func ReadStats(path string) (*Stats, error) {
+	head := make([]byte, 4)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	n, _ := f.Read(head)
+	f.Close()
+	if n < 4 || !bytes.Equal(head, []byte(gguf.Magic)) {
+		return readImatrix(path)
+	}
+	gf, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer gf.Close()
+	typ, err := gf.String("general.type")
+	if err != nil {
+		return nil, fmt.Errorf("%s: general.type: missing or not a string: not a statistics or imatrix file", path)
+	}
+	switch typ {
+	case imatrix.TypeImatrix:
+		return readImatrix(path)
+	case StatsType:
+	default:
+		return nil, fmt.Errorf("%s: general.type: %q is neither %q nor %q", path, typ, StatsType, imatrix.TypeImatrix)
+	}
+	s, err := parseStats(gf)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// readImatrix converts a llama.cpp importance matrix.
+func readImatrix(path string) (*Stats, error) {
+	m, err := imatrix.Read(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stats{Source: path, Kind: "imatrix"}
+	if m.Legacy {
+		s.Kind = "imatrix-dat"
+	}
+	if len(m.Datasets) > 0 {
+		s.Meta.CorpusName = strings.Join(m.Datasets, ",")
+	}
+	s.Meta.Ctx, s.Meta.Chunks = m.ChunkSize, m.ChunkCount
+	s.Meta.Tokens = m.ChunkSize * m.ChunkCount
+	for i := range m.Entries {
+		e := &m.Entries[i]
+		if e.Matrices() != 1 {
+			return nil, fmt.Errorf("%s: %s: %d expert matrices: mixture-of-experts statistics are not supported", path, e.Name, e.Matrices())
+		}
+		ls := &LinearStats{Weight: e.Name, Cols: e.RowLen(), Count: e.Counts[0], Sum2: widen(e.Sum2)}
+		if e.Sum != nil {
+			ls.Sum = widen(e.Sum)
+		}
+		s.Linear = append(s.Linear, ls)
+	}
+	s.index()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// widen converts float32s to float64s.
+func widen(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// parseStats decodes a gquant statistics file.
+func parseStats(gf *gguf.File) (*Stats, error) {
+	path := gf.Name
+	var probs []string
+	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
+	u32 := func(key string) int {
+		v, err := gf.Uint32(keyPrefix + key)
+		if err != nil {
+			bad("%s: missing or not UINT32", keyPrefix+key)
+		}
+		return int(v)
+	}
+	str := func(key string) string {
+		v, err := gf.String(keyPrefix + key)
+		if err != nil {
+			bad("%s: missing or not a string", keyPrefix+key)
+		}
+		return v
+	}
+	if v := u32("version"); len(probs) == 0 && v != StatsVersion {
+		return nil, fmt.Errorf("%s: %s: version %d, this gquant reads version %d", path, keyVer, v, StatsVersion)
+	}
+	s := &Stats{Source: path, Kind: "gquant"}
+	m := &s.Meta
+	m.Model = ModelID{
+		Name: str("model.name"), Family: str("model.family"),
+		Hidden: u32("model.hidden"), Intermediate: u32("model.intermediate"), Layers: u32("model.layers"),
+		Heads: u32("model.heads"), KVHeads: u32("model.kv_heads"), HeadDim: u32("model.head_dim"),
+		Vocab:         u32("model.vocab"),
+		TensorsSHA256: str("model.tensors_sha256"), ConfigSHA256: str("model.config_sha256"),
+	}
+	m.CorpusName, m.CorpusSHA256 = str("corpus.name"), str("corpus.sha256")
+	tokens, err := gf.Uint64(keyPrefix + "tokens")
+	if err != nil {
+		bad("%stokens: missing or not UINT64", keyPrefix)
+	}
+	m.Tokens = int(tokens)
+	m.Ctx, m.Chunks = u32("ctx"), u32("chunks")
+	if m.Seed, err = gf.Uint64(keyPrefix + "seed"); err != nil {
+		bad("%sseed: missing or not UINT64", keyPrefix)
+	}
+	if m.Hessian, err = gf.Bool(keyPrefix + "hessian"); err != nil {
+		bad("%shessian: missing or not BOOL", keyPrefix)
+	}
+	shared, err := gf.Strings(keyPrefix + "shared_inputs")
+	if err != nil {
+		bad("%sshared_inputs: missing or not an array of strings", keyPrefix)
+	}
+	leaders := map[string]string{}
+	for _, p := range shared {
+		w, l, ok := strings.Cut(p, "=")
+		if !ok || w == "" || l == "" {
+			bad("%sshared_inputs: %q is not weight=leader", keyPrefix, p)
+			continue
+		}
+		leaders[w] = l
+	}
+
+	lin := map[string]*LinearStats{}
+	act := map[string]*ActStats{}
+	getLin := func(w string) *LinearStats {
+		if ls := lin[w]; ls != nil {
+			return ls
+		}
+		ls := &LinearStats{Weight: w, Cols: -1, SharesInputOf: leaders[w]}
+		lin[w] = ls
+		s.Linear = append(s.Linear, ls)
+		return ls
+	}
+	getAct := func(n string) *ActStats {
+		if a := act[n]; a != nil {
+			return a
+		}
+		a := &ActStats{Name: n}
+		act[n] = a
+		s.Acts = append(s.Acts, a)
+		return a
+	}
+	seenActPart := map[string]int{}
+	for i, t := range gf.Tensors {
+		data := gf.TensorData(i)
+		name := t.Name
+		// want checks the tensor's type and element count.
+		want := func(typ gguf.Type, n int) bool {
+			if t.Type != typ || int(gguf.ElementCount(t.Shape)) != n || (n == 0) {
+				bad("%s: %v %v, want %v with %d elements", name, t.Type, t.Shape, typ, n)
+				return false
+			}
+			return true
+		}
+		cut := func(suf string) (string, bool) { return strings.CutSuffix(name, suf) }
+		// dim0 is the length of a 1-D tensor (0, which want rejects, otherwise).
+		dim0 := 0
+		if len(t.Shape) == 1 {
+			dim0 = int(t.Shape[0])
+		}
+		if w, ok := cut(sufSum2); ok {
+			ls := getLin(w)
+			if want(gguf.F64, dim0) {
+				ls.Sum2 = f64s(data)
+			}
+		} else if w, ok := cut(sufSum); ok {
+			if ls := getLin(w); want(gguf.F64, dim0) {
+				ls.Sum = f64s(data)
+			}
+		} else if w, ok := cut(sufAbsMax); ok {
+			if ls := getLin(w); want(gguf.F32, dim0) {
+				ls.AbsMax = f32s(data)
+			}
+		} else if w, ok := cut(sufCount); ok {
+			if ls := getLin(w); want(gguf.F64, 1) {
+				c := f64s(data)[0]
+				if c < 0 || c != math.Trunc(c) || c > 1<<53 {
+					bad("%s: count %g is not a whole number of rows", name, c)
+				} else {
+					ls.Count = int64(c)
+				}
+			}
+		} else if w, ok := cut(sufHessian); ok {
+			ls := getLin(w)
+			if len(t.Shape) != 2 || t.Shape[0] != t.Shape[1] {
+				bad("%s: shape %v is not square", name, t.Shape)
+			} else if want(gguf.F64, int(t.Shape[0]*t.Shape[1])) {
+				ls.Hessian = f64s(data)
+			}
+		} else if a, ok := cut(sufHistBounds); ok {
+			seenActPart[a] |= 8
+			if want(gguf.F64, 2) {
+				b := f64s(data)
+				getAct(a).Hist.Start, getAct(a).Hist.Width = histGeometry(b[0], b[1])
+			}
+		} else if a, ok := cut(sufHist); ok {
+			seenActPart[a] |= 4
+			if want(gguf.F64, dim0) {
+				getAct(a).Hist.Counts = f64s(data)
+			}
+		} else if a, ok := cut(sufMin); ok {
+			seenActPart[a] |= 1
+			if want(gguf.F32, 1) {
+				getAct(a).Min = f32s(data)[0]
+			}
+		} else if a, ok := cut(sufMax); ok {
+			seenActPart[a] |= 2
+			if want(gguf.F32, 1) {
+				getAct(a).Max = f32s(data)[0]
+			}
+		} else {
+			bad("%s: unknown tensor", name)
+		}
+	}
+	for _, a := range s.Acts {
+		if seenActPart[a.Name] != 15 {
+			bad("%s: needs all of .min, .max, .hist and .hist_bounds", a.Name)
+		}
+	}
+	for _, ls := range s.Linear {
+		if ls.Sum2 == nil {
+			bad("%s%s: missing", ls.Weight, sufSum2)
+			continue
+		}
+		ls.Cols = len(ls.Sum2)
+		if m.Hessian && ls.SharesInputOf == "" && ls.Hessian == nil {
+			bad("%s%s: missing (%shessian is set)", ls.Weight, sufHessian, keyPrefix)
+		}
+	}
+	if len(probs) > 0 {
+		return nil, fmt.Errorf("%s: %s", path, joinProblems(probs))
+	}
+	s.index()
+	return s, nil
+}
+
+// histGeometry recovers the bin index of the first bin and the bin width from the bounds of a
+// histogram of HistBins bins (a width of 0 for an invalid pair; check rejects it).
+func histGeometry(lo, hi float64) (start int64, width float64) {
+	w := (hi - lo) / HistBins
+	if !(w > 0) || math.IsInf(w, 0) {
+		return 0, 0
+	}
+	return int64(math.Round(lo / w)), w
+}
+
+// f64s decodes little-endian float64s.
+func f64s(b []byte) []float64 {
+	v := make([]float64, len(b)/8)
+	for i := range v {
+		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return v
+}
+
+// f32s decodes little-endian float32s.
+func f32s(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+// joinProblems joins problems with "; ", at most 10 of them.
+func joinProblems(ps []string) string {
+	if len(ps) > 10 {
+		return strings.Join(ps[:10], "; ") + fmt.Sprintf("; and %d more problems", len(ps)-10)
+	}
+	return strings.Join(ps, "; ")
+}

@@ -1,0 +1,227 @@
+package calibrate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gquant/gquant/runtime/arch"
+)
+
+// ModelID identifies the model statistics were collected on: its dimensions and a digest of
+// its tensor list. Statistics fit another model only when the two agree.
+type ModelID struct {
+	Name, Family                                                 string
+	Hidden, Intermediate, Layers, Heads, KVHeads, HeadDim, Vocab int
+	// TensorsSHA256 is the SHA-256 of the model's tensor list (see TensorsDigest).
+	TensorsSHA256 string
+	// ConfigSHA256 is the SHA-256 of config.json ("" when unknown or for a GGUF model).
+	ConfigSHA256 string
+}
+
+// Meta describes how statistics were collected. Fields are zero when unknown (for example in
+// statistics read from a llama.cpp imatrix file).
+type Meta struct {
+	Model        ModelID
+	CorpusName   string
+	CorpusSHA256 string
+	// Tokens is the number of tokens evaluated, in Chunks chunks of at most Ctx tokens.
+	Tokens, Ctx, Chunks int
+	Seed                uint64
+	Hessian             bool
+}
+
+// Stats are the calibration statistics of one model.
+type Stats struct {
+	// Source names, for errors, the file the statistics were read from, or the model they
+	// were computed on.
+	Source string
+	// Kind says where they come from: "gquant", "imatrix" (llama.cpp GGUF imatrix) or
+	// "imatrix-dat" (legacy .dat, whose Sum2 holds mean·ncall and Count ncall).
+	Kind string
+	Meta Meta
+	// Linear holds one entry per linear weight, in model order (in name order for an
+	// imatrix file).
+	Linear []*LinearStats
+	// Acts holds one entry per activation tensor, in graph order (empty for an imatrix file).
+	Acts []*ActStats
+
+	linear map[string]*LinearStats
+	acts   map[string]*ActStats
+}
+
+// index (re)builds the lookup maps.
+func (s *Stats) index() {
+	s.linear = make(map[string]*LinearStats, len(s.Linear))
+	for _, l := range s.Linear {
+		s.linear[l.Weight] = l
+	}
+	s.acts = make(map[string]*ActStats, len(s.Acts))
+	for _, a := range s.Acts {
+		s.acts[a.Name] = a
+	}
+}
+
+// name is how errors refer to the statistics.
+func (s *Stats) name() string {
+	if s.Source != "" {
+		return s.Source
+	}
+	return "calibration statistics"
+}
+
+// LinearFor returns the statistics of a weight's input, or nil.
+func (s *Stats) LinearFor(weight string) *LinearStats {
+	if s.linear == nil {
+		s.index()
+	}
+	return s.linear[weight]
+}
+
+// Act returns the statistics of an activation tensor, or nil.
+func (s *Stats) Act(name string) *ActStats {
+	if s.acts == nil {
+		s.index()
+	}
+	return s.acts[name]
+}
+
+// Importance returns what llama-quantize passes to the quantizers for a weight: Σx²/count per
+// input column, in float32; nil when the weight has no statistics. A zero count gives 1s (as
+// llama-quantize does for a GGUF imatrix).
+func (s *Stats) Importance(weight string) []float32 {
+	ls := s.LinearFor(weight)
+	if ls == nil {
+		return nil
+	}
+	out := make([]float32, ls.Cols)
+	for j := range out {
+		if ls.Count == 0 {
+			out[j] = 1
+			continue
+		}
+		if s.Kind != "gquant" {
+			// The file's float32 sums divided in float32, exactly as llama-quantize does.
+			out[j] = float32(ls.Sum2[j]) / float32(ls.Count)
+			continue
+		}
+		out[j] = float32(ls.Sum2[j] / float64(ls.Count))
+	}
+	return out
+}
+
+// Hessian returns Σ xᵀx of a weight's input (n × n, row-major; any positive factor is
+// irrelevant to GPTQ) and ok = false when it was not collected. The slice is shared: do not
+// modify it.
+func (s *Stats) Hessian(weight string) (h []float64, n int, ok bool) {
+	ls := s.LinearFor(weight)
+	if ls == nil {
+		return nil, 0, false
+	}
+	if ls.Hessian == nil && ls.SharesInputOf != "" {
+		if lead := s.LinearFor(ls.SharesInputOf); lead != nil && lead.Hessian != nil {
+			return lead.Hessian, lead.Cols, true
+		}
+	}
+	if ls.Hessian == nil {
+		return nil, 0, false
+	}
+	return ls.Hessian, ls.Cols, true
+}
+
+// ActRange returns the observed minimum and maximum of an activation tensor; ok is false when
+// it has no statistics.
+func (s *Stats) ActRange(name string) (lo, hi float32, ok bool) {
+	a := s.Act(name)
+	if a == nil {
+		return 0, 0, false
+	}
+	return a.Min, a.Max, true
+}
+
+// TensorsDigest is the SHA-256 (hex) of a tensor list, one "name d0,d1\n" line per tensor (GGUF
+// name, HF shape), in the order given.
+func TensorsDigest(ts []arch.Tensor) string {
+	h := sha256.New()
+	for _, t := range ts {
+		dims := make([]string, len(t.Shape))
+		for i, d := range t.Shape {
+			dims[i] = fmt.Sprint(d)
+		}
+		fmt.Fprintf(h, "%s %s\n", t.Ref.GGUFName(), strings.Join(dims, ","))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// modelTensors returns the tensors of a model of this spec (rope_freqs excluded).
+func modelTensors(spec *arch.Spec) ([]arch.Tensor, error) {
+	for _, f := range arch.Families() {
+		if f.Name() == spec.Family {
+			var ts []arch.Tensor
+			for _, t := range f.Tensors(spec) {
+				if !t.Generated {
+					ts = append(ts, t)
+				}
+			}
+			return ts, nil
+		}
+	}
+	return nil, fmt.Errorf("family %q is unknown", spec.Family)
+}
+
+// idFromSpec builds a ModelID (without the config digest) from a spec.
+func idFromSpec(name string, spec *arch.Spec) (ModelID, error) {
+	ts, err := modelTensors(spec)
+	if err != nil {
+		return ModelID{}, err
+	}
+	return ModelID{
+		Name: name, Family: spec.Family,
+		Hidden: spec.Hidden, Intermediate: spec.Intermediate, Layers: spec.Layers,
+		Heads: spec.Heads, KVHeads: spec.KVHeads, HeadDim: spec.HeadDim, Vocab: spec.Vocab,
+		TensorsSHA256: TensorsDigest(ts),
+	}, nil
+}
+
+// linearWeights lists the weights whose inputs are observed, in model order, with their
+// column counts and the weight whose input each shares (q: k and v; gate: up); the output
+// (possibly tied to token_embd) comes last as "output.weight".
+func linearWeights(spec *arch.Spec) (names []string, cols map[string]int, leader map[string]string, err error) {
+	ts, err := modelTensors(spec)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cols = map[string]int{}
+	leader = map[string]string{}
+	for _, t := range ts {
+		if !t.Ref.Role.IsLinear() {
+			continue
+		}
+		n := t.Ref.GGUFName()
+		names = append(names, n)
+		cols[n] = t.Shape[len(t.Shape)-1]
+		switch t.Ref.Role {
+		case arch.AttnK, arch.AttnV:
+			leader[n] = arch.TensorRef{Role: arch.AttnQ, Layer: t.Ref.Layer}.GGUFName()
+		case arch.FFNUp:
+			leader[n] = arch.TensorRef{Role: arch.FFNGate, Layer: t.Ref.Layer}.GGUFName()
+		}
+	}
+	out := arch.TensorRef{Role: arch.Output, Layer: -1}.GGUFName()
+	names = append(names, out)
+	cols[out] = spec.Hidden
+	return names, cols, leader, nil
+}
+
+// finite reports whether every value is finite (and ≥ 0 when nonNeg); bad is the first
+// offending index.
+func finite(v []float64, nonNeg bool) (bad int, ok bool) {
+	for i, x := range v {
+		if math.IsNaN(x) || math.IsInf(x, 0) || (nonNeg && x < 0) {
+			return i, false
+		}
+	}
+	return 0, true
+}

@@ -1,0 +1,148 @@
+package calibrate
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gquant/gquant/runtime"
+	"github.com/gquant/gquant/runtime/arch"
+)
+
+// check verifies the statistics on their own: lengths agree with Cols, sums and Hessians are
+// finite (Σx² ≥ 0), activation extremes are finite and ordered, histograms well formed. All
+// problems are reported in one error naming the source and the tensor.
+func (s *Stats) check() error {
+	var probs []string
+	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
+	for _, ls := range s.Linear {
+		w := ls.Weight
+		switch {
+		case ls.Cols <= 0:
+			bad("%s: no columns", w)
+			continue
+		case len(ls.Sum2) != ls.Cols:
+			bad("%s: %d Σx² values for %d columns", w, len(ls.Sum2), ls.Cols)
+			continue
+		case ls.Sum != nil && len(ls.Sum) != ls.Cols:
+			bad("%s: %d Σx values for %d columns", w, len(ls.Sum), ls.Cols)
+		case ls.AbsMax != nil && len(ls.AbsMax) != ls.Cols:
+			bad("%s: %d max|x| values for %d columns", w, len(ls.AbsMax), ls.Cols)
+		case ls.Hessian != nil && len(ls.Hessian) != ls.Cols*ls.Cols:
+			bad("%s: Hessian of %d values for %d columns", w, len(ls.Hessian), ls.Cols)
+		case ls.Count < 0:
+			bad("%s: negative count %d", w, ls.Count)
+		}
+		if i, ok := finite(ls.Sum2, true); !ok {
+			bad("%s: Σx²[%d] = %g (want finite and ≥ 0)", w, i, ls.Sum2[i])
+		}
+		if i, ok := finite(ls.Sum, false); !ok {
+			bad("%s: Σx[%d] = %g is not finite", w, i, ls.Sum[i])
+		}
+		for j, v := range ls.AbsMax {
+			if !(v >= 0) || math.IsInf(float64(v), 0) {
+				bad("%s: max|x|[%d] = %g (want finite and ≥ 0)", w, j, v)
+				break
+			}
+		}
+		if i, ok := finite(ls.Hessian, false); !ok {
+			bad("%s: Hessian[%d] = %g is not finite", w, i, ls.Hessian[i])
+		}
+		if ls.SharesInputOf != "" {
+			if lead := s.LinearFor(ls.SharesInputOf); lead == nil || lead.Cols != ls.Cols {
+				bad("%s: shares the input of %s, which has no statistics of %d columns", w, ls.SharesInputOf, ls.Cols)
+			}
+		}
+	}
+	for _, a := range s.Acts {
+		n := a.Name
+		lo, hi := float64(a.Min), float64(a.Max)
+		h := &a.Hist
+		switch {
+		case math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0):
+			bad("%s: range [%g, %g] is not finite", n, lo, hi)
+		case lo > hi:
+			bad("%s: min %g is above max %g", n, lo, hi)
+		case len(h.Counts) != HistBins:
+			bad("%s: histogram of %d bins, want %d", n, len(h.Counts), HistBins)
+		case !(h.Width > 0) || math.IsInf(h.Width, 0):
+			bad("%s: histogram bounds are not an increasing finite pair", n)
+		default:
+			if i, ok := finite(h.Counts, true); !ok {
+				bad("%s: histogram count %d = %g (want finite and ≥ 0)", n, i, h.Counts[i])
+				break
+			}
+			if h.Total() == 0 {
+				bad("%s: empty histogram", n)
+				break
+			}
+			b0, b1 := h.Bounds()
+			if lo < b0 || hi > b1 {
+				bad("%s: range [%g, %g] lies outside the histogram's [%g, %g]", n, lo, hi, b0, b1)
+			}
+		}
+	}
+	if len(probs) > 0 {
+		return fmt.Errorf("%s: %s", s.name(), joinProblems(probs))
+	}
+	return nil
+}
+
+// Validate checks that the statistics belong to a model of this spec: the recorded model
+// identity (when known) matches, every linear weight of the blocks has statistics with the
+// right number of columns (output.weight may be absent, as llama-imatrix leaves it out), no
+// statistics name a tensor the model lacks, and, when the statistics hold activations, every
+// activation tensor of the graph has them. Problems are reported together, in one error.
+func (s *Stats) Validate(spec *arch.Spec) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	var probs []string
+	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
+	if id := s.Meta.Model; id.TensorsSHA256 != "" {
+		mine, err := idFromSpec("", spec)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name(), err)
+		}
+		if id.TensorsSHA256 != mine.TensorsSHA256 {
+			return fmt.Errorf("%s: model: collected on %s (%s, hidden %d, %d layers, vocab %d), not on this model (%s, hidden %d, %d layers, vocab %d)",
+				s.name(), id.Name, id.Family, id.Hidden, id.Layers, id.Vocab, spec.Family, spec.Hidden, spec.Layers, spec.Vocab)
+		}
+	}
+	names, cols, _, err := linearWeights(spec)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.name(), err)
+	}
+	output := arch.TensorRef{Role: arch.Output, Layer: -1}.GGUFName()
+	for _, n := range names {
+		ls := s.LinearFor(n)
+		switch {
+		case ls == nil && n != output:
+			bad("%s: missing", n)
+		case ls != nil && ls.Cols != cols[n]:
+			bad("%s: statistics of %d columns, the model's weight has %d", n, ls.Cols, cols[n])
+		}
+	}
+	for _, ls := range s.Linear {
+		if _, ok := cols[ls.Weight]; !ok {
+			bad("%s: not a linear weight of this model", ls.Weight)
+		}
+	}
+	if len(s.Acts) > 0 {
+		want := map[string]bool{}
+		for _, n := range runtime.ActivationNames(spec) {
+			want[n] = true
+			if s.Act(n) == nil {
+				bad("activation %s: missing", n)
+			}
+		}
+		for _, a := range s.Acts {
+			if !want[a.Name] {
+				bad("activation %s: not an activation of this model", a.Name)
+			}
+		}
+	}
+	if len(probs) > 0 {
+		return fmt.Errorf("%s: %s", s.name(), joinProblems(probs))
+	}
+	return nil
+}

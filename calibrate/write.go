@@ -1,0 +1,193 @@
+package calibrate
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/gquant/gquant/formats/gguf"
+)
+
+// StatsType is general.type of a gquant statistics file.
+const StatsType = "gquant.calibration"
+
+// StatsVersion is the version of the statistics file layout (calibration.version).
+const StatsVersion = 1
+
+// Metadata keys of the statistics file.
+const (
+	keyPrefix = "calibration."
+	keyVer    = keyPrefix + "version"
+)
+
+// Tensor suffixes of the statistics file (see the package comment).
+const (
+	sufSum2       = ".in_sum2"
+	sufSum        = ".in_sum"
+	sufAbsMax     = ".in_absmax"
+	sufCount      = ".count"
+	sufHessian    = ".hessian"
+	sufMin        = ".min"
+	sufMax        = ".max"
+	sufHist       = ".hist"
+	sufHistBounds = ".hist_bounds"
+)
+
+// WriteStats writes statistics to path (temporary file, then rename). With Meta.Hessian every
+// weight that shares no input must carry its Hessian.
+func WriteStats(path string, s *Stats) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	w, err := createStats(path, s)
+	if err != nil {
+		return err
+	}
+	defer w.abort()
+	if s.Meta.Hessian {
+		for _, ls := range s.Linear {
+			if ls.SharesInputOf != "" {
+				continue
+			}
+			if ls.Hessian == nil {
+				return fmt.Errorf("%s: %s: no Hessian", path, ls.Weight)
+			}
+			if err := w.writeHessian(ls); err != nil {
+				return err
+			}
+		}
+	}
+	return w.commit()
+}
+
+// statsWriter writes a statistics file whose Hessians arrive later, one at a time.
+type statsWriter struct {
+	path    string
+	w       *gguf.Writer
+	hessIdx map[string]int
+	done    bool
+}
+
+// createStats lays out the file and writes everything but the Hessians.
+func createStats(path string, s *Stats) (*statsWriter, error) {
+	m := s.Meta
+	id := m.Model
+	var shared []string
+	for _, ls := range s.Linear {
+		if ls.SharesInputOf != "" {
+			shared = append(shared, ls.Weight+"="+ls.SharesInputOf)
+		}
+	}
+	u32 := func(v int) uint32 { return uint32(v) }
+	h := &gguf.Header{KVs: []gguf.KV{
+		{Key: "general.type", Value: StatsType},
+		{Key: keyVer, Value: uint32(StatsVersion)},
+		{Key: keyPrefix + "model.name", Value: id.Name},
+		{Key: keyPrefix + "model.family", Value: id.Family},
+		{Key: keyPrefix + "model.hidden", Value: u32(id.Hidden)},
+		{Key: keyPrefix + "model.intermediate", Value: u32(id.Intermediate)},
+		{Key: keyPrefix + "model.layers", Value: u32(id.Layers)},
+		{Key: keyPrefix + "model.heads", Value: u32(id.Heads)},
+		{Key: keyPrefix + "model.kv_heads", Value: u32(id.KVHeads)},
+		{Key: keyPrefix + "model.head_dim", Value: u32(id.HeadDim)},
+		{Key: keyPrefix + "model.vocab", Value: u32(id.Vocab)},
+		{Key: keyPrefix + "model.tensors_sha256", Value: id.TensorsSHA256},
+		{Key: keyPrefix + "model.config_sha256", Value: id.ConfigSHA256},
+		{Key: keyPrefix + "corpus.name", Value: m.CorpusName},
+		{Key: keyPrefix + "corpus.sha256", Value: m.CorpusSHA256},
+		{Key: keyPrefix + "tokens", Value: uint64(m.Tokens)},
+		{Key: keyPrefix + "ctx", Value: u32(m.Ctx)},
+		{Key: keyPrefix + "chunks", Value: u32(m.Chunks)},
+		{Key: keyPrefix + "seed", Value: m.Seed},
+		{Key: keyPrefix + "hessian", Value: m.Hessian},
+		{Key: keyPrefix + "shared_inputs", Value: append([]string{}, shared...)},
+	}}
+	var data [][]byte
+	add := func(name string, t gguf.Type, shape []uint64, b []byte) {
+		h.Tensors = append(h.Tensors, gguf.TensorInfo{Name: name, Type: t, Shape: shape})
+		data = append(data, b)
+	}
+	hessIdx := map[string]int{}
+	for _, ls := range s.Linear {
+		c := uint64(ls.Cols)
+		add(ls.Weight+sufSum2, gguf.F64, []uint64{c}, f64Bytes(ls.Sum2))
+		add(ls.Weight+sufSum, gguf.F64, []uint64{c}, f64Bytes(ls.Sum))
+		add(ls.Weight+sufAbsMax, gguf.F32, []uint64{c}, f32Bytes(ls.AbsMax))
+		add(ls.Weight+sufCount, gguf.F64, []uint64{1}, f64Bytes([]float64{float64(ls.Count)}))
+		if m.Hessian && ls.SharesInputOf == "" {
+			hessIdx[ls.Weight] = len(h.Tensors)
+			add(ls.Weight+sufHessian, gguf.F64, []uint64{c, c}, nil)
+		}
+	}
+	for _, a := range s.Acts {
+		lo, hi := a.Hist.Bounds()
+		add(a.Name+sufMin, gguf.F32, []uint64{1}, f32Bytes([]float32{a.Min}))
+		add(a.Name+sufMax, gguf.F32, []uint64{1}, f32Bytes([]float32{a.Max}))
+		add(a.Name+sufHist, gguf.F64, []uint64{uint64(len(a.Hist.Counts))}, f64Bytes(a.Hist.Counts))
+		add(a.Name+sufHistBounds, gguf.F64, []uint64{2}, f64Bytes([]float64{lo, hi}))
+	}
+	w, err := gguf.Create(path, h)
+	if err != nil {
+		return nil, err
+	}
+	sw := &statsWriter{path: path, w: w, hessIdx: hessIdx}
+	for i, b := range data {
+		if b == nil {
+			continue
+		}
+		if err := w.WriteTensor(i, b); err != nil {
+			sw.abort()
+			return nil, err
+		}
+	}
+	return sw, nil
+}
+
+// writeHessian writes one weight's Hessian.
+func (sw *statsWriter) writeHessian(ls *LinearStats) error {
+	i, ok := sw.hessIdx[ls.Weight]
+	if !ok {
+		return fmt.Errorf("%s: %s: no Hessian slot", sw.path, ls.Weight)
+	}
+	if err := sw.w.WriteTensor(i, f64Bytes(ls.Hessian)); err != nil {
+		sw.abort()
+		return err
+	}
+	return nil
+}
+
+// commit finishes the file.
+func (sw *statsWriter) commit() error {
+	if err := sw.w.Commit(); err != nil {
+		sw.abort()
+		return err
+	}
+	sw.done = true
+	return nil
+}
+
+// abort removes the temporary file unless the file was committed.
+func (sw *statsWriter) abort() {
+	if !sw.done {
+		sw.w.Abort()
+		sw.done = true
+	}
+}
+
+// f64Bytes encodes float64s little-endian.
+func f64Bytes(v []float64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+	}
+	return b
+}
+
+// f32Bytes encodes float32s little-endian.
+func f32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
