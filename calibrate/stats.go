@@ -102,12 +102,10 @@ func (s *Stats) Importance(weight string) []float32 {
 			out[j] = 1
 			continue
 		}
-		if s.Kind != "gquant" {
-			// The file's float32 sums divided in float32, exactly as llama-quantize does.
-			out[j] = float32(ls.Sum2[j]) / float32(ls.Count)
-			continue
-		}
-		out[j] = float32(ls.Sum2[j] / float64(ls.Count))
+		// float32 sums divided in float32, exactly as llama-quantize does with an imatrix
+		// file; for gquant's own stats too, so that converting with them gives the same bytes
+		// as llama-quantize with the imatrix `gquant calibrate --imatrix` writes.
+		out[j] = float32(ls.Sum2[j]) / float32(ls.Count)
 	}
 	return out
 }

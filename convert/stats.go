@@ -6,17 +6,18 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gquant/gquant/formats/imatrix"
+	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/runtime/arch"
 )
 
-// LoadImportance reads an importance matrix (llama.cpp's GGUF imatrix or legacy .dat) and
+// LoadImportance reads statistics (gquant calibrate's stats file, or llama.cpp's GGUF imatrix
+// or legacy .dat) and
 // returns, for every planned tensor it covers, what llama-quantize passes to the quantizer
 // (Σx² / count per input column). Before anything is written it rejects stats that do not fit
 // the model: an entry whose row length differs from the tensor's, a linear weight of a block
 // with no entry, an entry for a tensor the model does not have, or a non-finite value.
 func LoadImportance(path string, p *Plan) (map[string][]float32, error) {
-	m, err := imatrix.Read(path)
+	st, err := calibrate.ReadStats(path)
 	if err != nil {
 		return nil, err
 	}
@@ -30,24 +31,25 @@ func LoadImportance(path string, p *Plan) (map[string][]float32, error) {
 	}
 	out := map[string][]float32{}
 	var probs, unknown []string
-	for _, e := range m.Entries {
-		n, ok := cols[e.Name]
+	for _, l := range st.Linear {
+		n, ok := cols[l.Weight]
+		if !ok && l.Weight == "output.weight" && p.spec.Tied {
+			continue // the head of a tied model is token_embd, which llama-quantize looks up by its own name
+		}
 		if !ok {
-			unknown = append(unknown, e.Name)
+			unknown = append(unknown, l.Weight)
 			continue
 		}
-		imp := m.Importance(e.Name)
+		imp := st.Importance(l.Weight)
 		if len(imp) != n {
-			probs = append(probs, fmt.Sprintf("%s: %d columns in the stats, %d in the model", e.Name, len(imp), n))
+			probs = append(probs, fmt.Sprintf("%s: %d columns in the stats, %d in the model", l.Weight, len(imp), n))
 			continue
 		}
-		for j, v := range imp {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < 0 {
-				probs = append(probs, fmt.Sprintf("%s: column %d: invalid importance %v", e.Name, j, v))
-				break
-			}
+		if err := finite(imp); err != nil {
+			probs = append(probs, fmt.Sprintf("%s: %v", l.Weight, err))
+			continue
 		}
-		out[e.Name] = imp
+		out[l.Weight] = imp
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
@@ -75,22 +77,30 @@ func first(s []string, n int) []string {
 	return append(append([]string(nil), s[:n]...), fmt.Sprintf("and %d more", len(s)-n))
 }
 
-// ImportanceFile reads an importance matrix without matching it to a plan (gqf conversion
-// checks each tensor as it uses it).
+// ImportanceFile reads statistics without matching them to a plan (gqf conversion checks each
+// tensor as it uses it).
 func ImportanceFile(path string) (map[string][]float32, error) {
-	m, err := imatrix.Read(path)
+	st, err := calibrate.ReadStats(path)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string][]float32{}
-	for _, e := range m.Entries {
-		imp := m.Importance(e.Name)
-		for j, v := range imp {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < 0 {
-				return nil, fmt.Errorf("%s: %s: column %d: invalid importance %v", path, e.Name, j, v)
-			}
+	for _, l := range st.Linear {
+		imp := st.Importance(l.Weight)
+		if err := finite(imp); err != nil {
+			return nil, fmt.Errorf("%s: %s: %v", path, l.Weight, err)
 		}
-		out[e.Name] = imp
+		out[l.Weight] = imp
 	}
 	return out, nil
+}
+
+// finite rejects NaN, infinite or negative importances.
+func finite(imp []float32) error {
+	for j, v := range imp {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) || v < 0 {
+			return fmt.Errorf("column %d: invalid importance %v", j, v)
+		}
+	}
+	return nil
 }
