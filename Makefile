@@ -21,8 +21,9 @@ build:
 demo: build
 	@mkdir -p $(OUT)
 	./bin/gquant convert $(MODEL) --scheme q4_k_m --dry-run
+	./bin/gquant calibrate $(MODEL) --corpus $(CALIB) --ctx 256 --tokens 8192 -o $(OUT)/stats.gguf --force
 	./bin/gquant convert $(MODEL) -o $(OUT)/stories260k-q8_0.gguf --scheme q8_0 --force
-	./bin/gquant convert $(MODEL) -o $(OUT)/stories260k-q4_k_m.gguf --scheme q4_k_m --force
+	./bin/gquant convert $(MODEL) -o $(OUT)/stories260k-q4_k_m.gguf --scheme q4_k_m --stats $(OUT)/stats.gguf --force
 	./bin/gquant inspect $(OUT)/stories260k-q4_k_m.gguf
 	./bin/gquant run $(OUT)/stories260k-q8_0.gguf "Once upon a time" -n 32
 	./bin/gquant verify $(OUT)/stories260k-q8_0.gguf --ref $(MODEL) --corpus $(EVAL) --ctx 256 \

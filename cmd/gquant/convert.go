@@ -35,7 +35,7 @@ func newConvertCmd(g *globals) *cobra.Command {
 	o := &convertOptions{}
 	cmd := &cobra.Command{
 		Use:   "convert MODEL_DIR -o OUT --scheme SCHEME",
-		Short: "Convert a HuggingFace checkpoint to GGUF",
+		Short: "Convert a HuggingFace checkpoint to GGUF or gqf",
 		Long: "Convert reads a HuggingFace model folder (config.json, tokenizer.json, *.safetensors), plans every\n" +
 			"output tensor (name, transform, encoding, fallbacks), and streams the weights into a GGUF file.\n" +
 			"Schemes: " + fmt.Sprint(convert.SchemeNames()),
