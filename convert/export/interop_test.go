@@ -1,40 +1,15 @@
 package export
 
 import (
-	"encoding/json"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/gquant/gquant/formats/gqf"
+	"github.com/gquant/gquant/internal/peers"
 	"github.com/gquant/gquant/runtime"
 )
-
-// ortPeer returns node and the node_modules folder holding onnxruntime-node: the test is
-// skipped unless GQUANT_NODE_MODULES is set, and fails instead when GQUANT_REQUIRE_PEERS=1.
-func ortPeer(t *testing.T) (node, modules string) {
-	t.Helper()
-	missing := func(why string) {
-		if os.Getenv("GQUANT_REQUIRE_PEERS") == "1" {
-			t.Fatalf("interop peer unavailable: %s", why)
-		}
-		t.Skipf("interop peer unavailable: %s", why)
-	}
-	modules = os.Getenv("GQUANT_NODE_MODULES")
-	if modules == "" {
-		missing("GQUANT_NODE_MODULES is not set")
-	}
-	if _, err := os.Stat(filepath.Join(modules, "onnxruntime-node")); err != nil {
-		missing(err.Error())
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing(err.Error())
-	}
-	return node, modules
-}
 
 // refPrompt is one prompt of a model's reference.json with its top-1 next token.
 type refPrompt struct {
@@ -44,23 +19,8 @@ type refPrompt struct {
 
 func readReference(t *testing.T, dir string) []refPrompt {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "reference.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref struct {
-		Prompts []struct {
-			IDs  []int `json:"ids"`
-			Top5 []struct {
-				ID int `json:"id"`
-			} `json:"last_position_top5"`
-		} `json:"prompts"`
-	}
-	if err := json.Unmarshal(b, &ref); err != nil {
-		t.Fatal(err)
-	}
 	var out []refPrompt
-	for _, p := range ref.Prompts {
+	for _, p := range peers.LoadReference(t, dir).Prompts {
 		out = append(out, refPrompt{p.IDs, p.Top5[0].ID})
 	}
 	return out
@@ -74,25 +34,12 @@ func ortLogits(t *testing.T, node, modules, model string, maxLen int, prompts []
 	for _, p := range prompts {
 		ids = append(ids, p.ids)
 	}
-	req, _ := json.Marshal(map[string]any{"model": model, "max_len": maxLen, "prompts": ids})
-	reqPath := filepath.Join(t.TempDir(), "req.json")
-	if err := os.WriteFile(reqPath, req, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(node, filepath.Join("..", "..", "testdata", "interop", "ort.mjs"), reqPath)
-	cmd.Env = append(os.Environ(), "GQUANT_NODE_MODULES="+modules)
-	out, err := cmd.Output()
-	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			t.Fatalf("ort.mjs: %v: %s", err, ee.Stderr)
-		}
-		t.Fatal(err)
-	}
 	var res []struct {
 		Logits [][]float64 `json:"logits"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil || len(res) != len(prompts) {
-		t.Fatalf("ort.mjs: unexpected answer (%v): %.200s", err, out)
+	peers.Run(t, node, modules, "ort.mjs", map[string]any{"model": model, "max_len": maxLen, "prompts": ids}, &res)
+	if len(res) != len(prompts) {
+		t.Fatalf("ort.mjs: %d answers for %d prompts", len(res), len(prompts))
 	}
 	var all [][][]float64
 	for _, r := range res {
@@ -133,8 +80,11 @@ func argmax64(v []float64) int {
 // 16-bit activations, and the top-1 next token of every prompt equal to reference.json's in
 // all of them.
 func TestInteropONNXRuntime(t *testing.T) {
-	node, modules := ortPeer(t)
-	models := []string{model260k, filepath.Join("..", "..", "..", "shared", "models", "stories3m")}
+	node, modules := peers.Require(t, "onnxruntime-node")
+	models := []string{model260k}
+	if d := peers.Stories3m(t); d != "" {
+		models = append(models, d)
+	}
 	const maxLen = 32
 	for _, dir := range models {
 		if _, err := os.Stat(dir); err != nil {
