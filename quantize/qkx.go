@@ -94,6 +94,9 @@ func qkxSearch(x, w []float32, n int, L []uint8, scales, mins []float32, p qkxPa
 		len(scales) < m || len(mins) < m {
 		panic("quantize: make_qkx_quants: bad block shape")
 	}
+	if useSIMDSearch && qkxSearchSIMD(x, w, n, L, scales, mins, p) { // search_amd64.go; the Go code below is its reference
+		return
+	}
 	nmax := p.nmax
 	var (
 		minv, maxv, sumW, sumX, best, scale [qkxMaxM]float32

@@ -37,6 +37,11 @@ func makeQxQuants(x []float32, nmax int, L []int8, qw []float32) float32 {
 		panic("quantize: make_qx_quants: block too large")
 	}
 	L = L[:n]
+	if useSIMDSearch { // search_amd64.go; the Go code below is its reference
+		if scale, ok := makeQxQuantsSIMD(x, nmax, L, qw); ok {
+			return scale
+		}
+	}
 	var maxv, amax float32
 	for _, v := range x {
 		if ax := abs32(v); ax > amax {
