@@ -189,24 +189,48 @@ func (inv *Inventory) readRows(pt *PlannedTensor, spec *arch.Spec, r0, r1 int, d
 		out := dst[(r-r0)*rowLen : (r-r0+1)*rowLen]
 		switch dtype {
 		case "BF16":
+			// widening is exact; a bf16 is non-finite exactly when its exponent bits are all set
+			bad := false
 			for i := range out {
-				out[i] = half.BF16ToF32(binary.LittleEndian.Uint16(in[2*i:]))
+				h := binary.LittleEndian.Uint16(in[2*i:])
+				bad = bad || h&0x7f80 == 0x7f80
+				out[i] = math.Float32frombits(uint32(h) << 16)
+			}
+			if bad {
+				return nonFinite(file, pt.Source, out, sr)
 			}
 		case "F16":
+			bad := false
 			for i := range out {
-				out[i] = half.F16ToF32(binary.LittleEndian.Uint16(in[2*i:]))
+				h := binary.LittleEndian.Uint16(in[2*i:])
+				bad = bad || h&0x7c00 == 0x7c00
+				out[i] = half.F16ToF32(h)
+			}
+			if bad {
+				return nonFinite(file, pt.Source, out, sr)
 			}
 		case "F32":
+			bad := false
 			for i := range out {
-				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(in[4*i:]))
+				u := binary.LittleEndian.Uint32(in[4*i:])
+				bad = bad || u&0x7f800000 == 0x7f800000
+				out[i] = math.Float32frombits(u)
+			}
+			if bad {
+				return nonFinite(file, pt.Source, out, sr)
 			}
 		default:
 			return fmt.Errorf("%s: %s: unsupported dtype %s", file, pt.Source, dtype)
 		}
-		for i, v := range out {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("%s: %s: non-finite weight %v at row %d, column %d", file, pt.Source, v, sr, i)
-			}
+	}
+	return nil
+}
+
+// nonFinite names the first NaN or infinity of a source row.
+func nonFinite(file, tensor string, row []float32, r int) error {
+	for i, v := range row {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("%s: %s: non-finite weight %v at row %d, column %d", file, tensor, v, r, i)
 		}
 	}
 	return nil
