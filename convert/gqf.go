@@ -11,35 +11,65 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/gqf"
-	"github.com/gquant/gquant/formats/half"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
 )
 
 // GQFOptions are the inputs of a conversion to gqf besides the folder and the output path.
 type GQFOptions struct {
-	// Scheme is "w4a16", "w4a8", "w8a16" or "f16".
+	// Scheme is "w4a16", "w4a16-lpbq", "w4a8", "w8a16" or "f16" (see GQFSchemes).
 	Scheme string
+	// Method rounds the weights of the linear layers: "rtn" (min-max), "imatrix"
+	// (importance-weighted range search from Stats' Σx²), "gptq" (needs Hessians in Stats) or
+	// "awq" (activation-aware scales folded into the preceding norm or projection, searched on
+	// the output error from Stats' Hessians, or their diagonal). "": imatrix with Stats, else rtn.
+	Method string
+	// Stats are calibration statistics (calibrate.ReadStats), checked against the model before
+	// any weight is read; StatsPath is the file they came from (hashed into the provenance).
+	Stats     *calibrate.Stats
+	StatsPath string
+	// GroupSize is the int4 group of w4a16 and w4a8 (0: 128); rows that are not a whole number
+	// of groups take the largest smaller group that fits (down to 16), else 8-bit per channel.
+	GroupSize int
+	// Sym makes w4a16's int4 groups symmetric (w4a8's always are).
+	Sym bool
+	// Keep is a regular expression over GGUF tensor names whose matrices stay at 8 bits
+	// (int8 per channel) in the 4-bit schemes; "" keeps token_embd and output, as peers do;
+	// "none" keeps nothing.
+	Keep string
+	// Range sets the activation ranges taken from Stats (w8a16, w4a16-lpbq): minmax,
+	// percentile or sqnr (the default).
+	Range calibrate.RangeOptions
+	// Smooth is SmoothQuant's migration strength α for w4a8 (0: none): input channels of the
+	// layers after each RMSNorm are scaled by max|x|^α / max|w|^(1−α), from Stats.
+	Smooth float64
+	// GPTQ and AWQ tune those methods (zero values: the references' defaults, 1 % damping
+	// and no act-order; an AWQ grid of 20). Act-order always comes with static groups here, as
+	// gqf stores contiguous groups.
+	GPTQ quantize.GPTQOptions
+	AWQ  quantize.AWQOptions
+	// Threads bounds the tensors encoded at once (0: one per CPU).
+	Threads int
 	// MaxLen is the graph's fixed sequence length (0: the model's context, at most 128).
 	MaxLen int
-	// BlockSize is the LPBQ block of 4-bit weights (0: 64).
+	// BlockSize is the LPBQ block of w4a16-lpbq (0: 64).
 	BlockSize int
 	// Encodings is an AIMET encodings JSON (1.0.0 or 0.6.1) holding an encoding for every
-	// activation of the graph; when empty, activation encodings are calibrated on Corpus.
+	// activation of the graph. Without it, activation encodings come from Stats (the
+	// activations the runtime observes) and from a min-max run of the graph on Corpus (the
+	// others; left in float when there is no corpus).
 	Encodings string
 	// Corpus is the calibration text (one sample per line); CalibLines lines are read (0: 64)
 	// and cut into at most CalibWindows windows of MaxLen tokens (0: 8).
 	Corpus       string
 	CalibLines   int
 	CalibWindows int
-	// Imatrix maps GGUF tensor names to per-column importance for the 8-bit weight codec;
-	// StatsPath is the file it came from (hashed into the provenance).
-	Imatrix   map[string][]float32
-	StatsPath string
-	Force     bool // overwrite an existing output
-	DryRun    bool // plan only
+	Force        bool // overwrite an existing output
+	DryRun       bool // plan only
 	// Command and Version are recorded in the provenance.
 	Command string
 	Version string
@@ -50,6 +80,7 @@ type GQFPlan struct {
 	Model       string          `json:"model"`
 	Arch        string          `json:"architecture"`
 	Scheme      string          `json:"scheme"`
+	Method      string          `json:"method"`
 	MaxLen      int             `json:"max_len"`
 	Activations string          `json:"activations"`
 	Calibration string          `json:"calibration,omitempty"`
@@ -58,7 +89,19 @@ type GQFPlan struct {
 	ActCount    int             `json:"graph_activations"`
 	Params      uint64          `json:"parameters"`
 	Bytes       uint64          `json:"tensor_bytes"`
-	BPW         float64         `json:"bpw"`
+	// BPW is over every stored tensor (graph constants excluded); BPWLinear over the linear
+	// layers of the blocks only (q, k, v, o, gate, up, down), as llama.cpp's tables count.
+	BPW       float64 `json:"bpw"`
+	BPWLinear float64 `json:"bpw_linear"`
+	// Fallbacks counts matrices whose rows do not fit the scheme's group and took a smaller
+	// group or 8 bits.
+	Fallbacks int `json:"fallbacks"`
+	// Seconds is the time spent encoding weights (quantization, all methods included).
+	Seconds float64 `json:"quantize_seconds"`
+	// Folds lists the AWQ or SmoothQuant scalings applied ("blk.0.attn_norm: α 0.35, loss −41 %").
+	Folds []string `json:"folds,omitempty"`
+
+	linParams, linBytes uint64
 }
 
 // GQFPlanTensor is one stored tensor.
@@ -68,40 +111,58 @@ type GQFPlanTensor struct {
 	Shape    []int  `json:"shape"`
 	Encoding string `json:"encoding"`
 	Bytes    uint64 `json:"bytes"`
+	Note     string `json:"note,omitempty"`
 }
 
 // Text renders the plan.
 func (p *GQFPlan) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "model:  %s\narch:   %s\nscheme: %s (gqf, graph length %d, activations %s)\n", p.Model, p.Arch, p.Scheme, p.MaxLen, p.Activations)
+	fmt.Fprintf(&b, "model:  %s\narch:   %s\nscheme: %s (gqf, method %s, graph length %d, activations %s)\n", p.Model, p.Arch, p.Scheme, p.Method, p.MaxLen, p.Activations)
 	if p.Calibration != "" {
 		fmt.Fprintf(&b, "calibration: %s\n", p.Calibration)
+	}
+	for _, f := range p.Folds {
+		fmt.Fprintf(&b, "fold: %s\n", f)
 	}
 	for _, t := range p.Tensors {
 		src := t.Source
 		if src == "" {
 			src = "(generated)"
 		}
+		if t.Note != "" {
+			src += " (" + t.Note + ")"
+		}
 		fmt.Fprintf(&b, "%-28s %-14s %-50s %-10d %s\n", t.Name, fmt.Sprint(t.Shape), t.Encoding, t.Bytes, src)
 	}
-	fmt.Fprintf(&b, "%d tensors, %d parameters, %d bytes, %.4f bpw; graph: %d nodes, %d activations\n",
-		len(p.Tensors), p.Params, p.Bytes, p.BPW, p.Nodes, p.ActCount)
+	fmt.Fprintf(&b, "%d tensors, %d parameters, %d bytes, %.4f bpw (linear layers %.4f), %d fallbacks; graph: %d nodes, %d activations\n",
+		len(p.Tensors), p.Params, p.Bytes, p.BPW, p.BPWLinear, p.Fallbacks, p.Nodes, p.ActCount)
 	return b.String()
 }
 
-// gqfScheme is a preset: the codec of the linear layers, of the embedding and output, and
-// the activation bit width (0: float activations).
+// gqfScheme is a preset: the codec of the linear layers and of the tensors kept at 8 bits,
+// the static activation bit width (0: float activations) and whether linear inputs are
+// quantized per token at run time.
 type gqfScheme struct {
-	name          string
-	linear, embed string // "f16", "int8", "lpbq4"
-	actBits       int
+	name     string
+	manifest string // the scheme recorded in the file
+	linear   string // "int4" (groups), "lpbq4", "int8", "f16"
+	kept     string // codec of token_embd, output and --keep matches
+	actBits  int
+	dynamic  bool // int8 per-token linear inputs (w4a8)
+	sym      bool // int4 groups always symmetric
+	doc      string
 }
 
 var gqfSchemes = []gqfScheme{
-	{"w4a16", "lpbq4", "int8", 16},
-	{"w4a8", "lpbq4", "int8", 8},
-	{"w8a16", "int8", "int8", 16},
-	{"f16", "f16", "f16", 0},
+	{name: "w4a16", manifest: "w4a16", linear: "int4", kept: "int8",
+		doc: "int4 groups (asymmetric, fp16 scale, uint8 zero; --sym: symmetric), float activations"},
+	{name: "w4a16-lpbq", manifest: "w4a16", linear: "lpbq4", kept: "int8", actBits: 16,
+		doc: "int4 LPBQ (Qualcomm), uint16 activations"},
+	{name: "w4a8", manifest: "w4a8", linear: "int4", kept: "int8", dynamic: true, sym: true,
+		doc: "symmetric int4 groups, linear inputs int8 per token at run time"},
+	{name: "w8a16", manifest: "w8a16", linear: "int8", kept: "int8", actBits: 16,
+		doc: "int8 per-channel weights, uint16 static activation encodings"},
+	{name: "f16", manifest: "f16", linear: "f16", kept: "f16", doc: "fp16 weights"},
 }
 
 // GQFSchemes lists the gqf scheme names.
@@ -122,9 +183,13 @@ func gqfSchemeByName(name string) (gqfScheme, error) {
 	return gqfScheme{}, fmt.Errorf("scheme: %q is not a gqf scheme (want %s)", name, strings.Join(GQFSchemes(), ", "))
 }
 
-// ConvertGQF converts a HuggingFace folder into a gqf file: weights encoded by the scheme,
-// the decoder graph over MaxLen positions and, for quantized activations, an encoding for
-// every activation (from Encodings, or calibrated on Corpus). The output appears only when
+// defaultKeep is the --keep pattern when none is given: the embedding and the output head.
+const defaultKeep = `^(token_embd|output)\.weight$`
+
+// ConvertGQF converts a HuggingFace folder into a gqf file: weights encoded by the scheme and
+// method, the decoder graph over MaxLen positions and, for quantized activations, their
+// encodings (from Encodings, or Stats and a calibration run on Corpus). Statistics are
+// checked against the model before any weight is read; the output appears only when
 // complete.
 func ConvertGQF(dir, out string, o GQFOptions) (*GQFPlan, error) {
 	sch, err := gqfSchemeByName(o.Scheme)
@@ -138,8 +203,8 @@ func ConvertGQF(dir, out string, o GQFOptions) (*GQFPlan, error) {
 			return nil, err
 		}
 	}
-	if sch.actBits > 0 && o.Encodings == "" && o.Corpus == "" && !o.DryRun {
-		return nil, fmt.Errorf("scheme %s: activation encodings need --encodings FILE or --corpus FILE", sch.name)
+	if sch.actBits > 0 && o.Encodings == "" && o.Corpus == "" && o.Stats == nil && !o.DryRun {
+		return nil, fmt.Errorf("scheme %s: activation encodings need --encodings FILE, --stats FILE or --corpus FILE", sch.name)
 	}
 	inv, err := Open(dir, InventoryOptions{})
 	if err != nil {
@@ -147,6 +212,10 @@ func ConvertGQF(dir, out string, o GQFOptions) (*GQFPlan, error) {
 	}
 	defer inv.Close()
 	spec := inv.Spec
+	q, err := newGQFQuantizer(inv, sch, &o)
+	if err != nil {
+		return nil, err
+	}
 	L := o.MaxLen
 	if L <= 0 {
 		L = min(spec.Context, 128)
@@ -154,40 +223,55 @@ func ConvertGQF(dir, out string, o GQFOptions) (*GQFPlan, error) {
 	if L <= 0 {
 		L = 128
 	}
-	bs := o.BlockSize
-	if bs <= 0 {
-		bs = 64
-	}
 	if spec.RopeScaling != nil && spec.RopeScaling.Type == "yarn" {
 		return nil, fmt.Errorf("%s: rope_scaling: yarn is not supported by the gqf graph", dir)
 	}
 	graph, consts := buildGraph(spec, L)
-	plan := &GQFPlan{Model: dir, Arch: spec.HFArch, Scheme: sch.name, MaxLen: L, Activations: "float",
+	plan := &GQFPlan{Model: dir, Arch: spec.HFArch, Scheme: sch.name, Method: q.method, MaxLen: L, Activations: "float",
 		Nodes: len(graph.Nodes), ActCount: len(graph.Activations)}
-	if sch.actBits > 0 {
+	switch {
+	case sch.actBits > 0:
 		plan.Activations = fmt.Sprintf("uint%d per-tensor", sch.actBits)
+	case sch.dynamic:
+		plan.Activations = "float; linear inputs int8 per token (dynamic)"
 	}
 	expected, err := gqfTensors(inv)
 	if err != nil {
 		return nil, err
 	}
-	m := &gqf.Manifest{Scheme: sch.name}
-	b := gqf.NewBuilder(m)
-	for _, t := range expected {
-		enc, err := encodeGQFTensor(inv, t, sch, bs, o.DryRun, o.Imatrix[t.Ref.GGUFName()])
-		if err != nil {
+	start := time.Now()
+	if !o.DryRun {
+		if plan.Folds, err = q.prepare(expected); err != nil {
 			return nil, err
 		}
+	}
+	encoded, err := q.encodeAll(expected, o.DryRun)
+	if err != nil {
+		return nil, err
+	}
+	plan.Seconds = time.Since(start).Seconds()
+	m := &gqf.Manifest{Scheme: sch.manifest}
+	if sch.dynamic {
+		m.LinearInputs = &gqf.Encoding{Dtype: gqf.DataType_INT8, Bits: 8, Granularity: gqf.Granularity_PER_TOKEN, Symmetric: true}
+	}
+	b := gqf.NewBuilder(m)
+	for i, enc := range encoded {
 		b.AddTensor(enc.tensor, enc.data, enc.scales, enc.zeros, enc.blocks)
-		plan.add(enc, t.HFName)
+		plan.add(enc, expected[i].HFName, expected[i].Ref.Role.IsLinear())
+		if enc.fallback {
+			plan.Fallbacks++
+		}
 	}
 	for _, c := range consts {
 		enc := encodeConst(c)
 		b.AddTensor(enc.tensor, enc.data, nil, nil, nil)
-		plan.add(enc, "")
+		plan.addConst(enc)
 	}
 	if plan.Params > 0 {
 		plan.BPW = 8 * float64(plan.Bytes) / float64(plan.Params)
+	}
+	if plan.linParams > 0 {
+		plan.BPWLinear = 8 * float64(plan.linBytes) / float64(plan.linParams)
 	}
 	if o.DryRun {
 		return plan, nil
@@ -220,21 +304,31 @@ func ConvertGQF(dir, out string, o GQFOptions) (*GQFPlan, error) {
 	return plan, nil
 }
 
-func (p *GQFPlan) add(e *encodedTensor, source string) {
+func (p *GQFPlan) add(e *encodedTensor, source string, linear bool) {
 	t := e.tensor
-	var size uint64
-	for _, b := range [][]byte{e.data, e.scales, e.zeros, e.blocks} {
-		size += uint64(len(b))
-	}
+	size := e.size()
 	n := uint64(1)
 	shape := make([]int, len(t.Shape))
 	for i, d := range t.Shape {
 		n *= uint64(d)
 		shape[i] = int(d)
 	}
-	p.Tensors = append(p.Tensors, GQFPlanTensor{Name: t.Name, Source: source, Shape: shape, Encoding: t.Encoding.Describe(), Bytes: size})
+	p.Tensors = append(p.Tensors, GQFPlanTensor{Name: t.Name, Source: source, Shape: shape, Encoding: t.Encoding.Describe(), Bytes: size, Note: e.note})
 	p.Params += n
 	p.Bytes += size
+	if linear {
+		p.linParams += n
+		p.linBytes += size
+	}
+}
+
+// addConst lists a graph constant; constants are not weights and do not count in the bpw.
+func (p *GQFPlan) addConst(e *encodedTensor) {
+	shape := make([]int, len(e.tensor.Shape))
+	for i, d := range e.tensor.Shape {
+		shape[i] = int(d)
+	}
+	p.Tensors = append(p.Tensors, GQFPlanTensor{Name: e.tensor.Name, Shape: shape, Encoding: e.tensor.Encoding.Describe(), Bytes: e.size()})
 }
 
 // gqfTensors lists the checkpoint tensors a gqf file stores (rope_freqs is generated into the
@@ -277,6 +371,17 @@ func gqfTensors(inv *Inventory) ([]arch.Tensor, error) {
 type encodedTensor struct {
 	tensor                      *gqf.Tensor
 	data, scales, zeros, blocks []byte
+	note                        string // plan remark (fallback, method)
+	fallback                    bool
+}
+
+// size is the number of bytes the tensor stores.
+func (e *encodedTensor) size() uint64 {
+	var n uint64
+	for _, b := range [][]byte{e.data, e.scales, e.zeros, e.blocks} {
+		n += uint64(len(b))
+	}
+	return n
 }
 
 // readFloat reads a checkpoint tensor as float32 in HF layout (no transform).
@@ -292,85 +397,6 @@ func readFloat(inv *Inventory, t arch.Tensor) ([]float32, error) {
 	}
 	inv.release(t.HFName)
 	return dst, nil
-}
-
-// encodeGQFTensor reads one checkpoint tensor and encodes it as the scheme says: linear
-// layers with the scheme's linear codec, the embedding and output with its embedding codec,
-// vectors (norms, biases) as float32. With dryRun no weight is read: the buffers have the
-// right sizes but no content.
-func encodeGQFTensor(inv *Inventory, t arch.Tensor, sch gqfScheme, bs int, dryRun bool, imp []float32) (*encodedTensor, error) {
-	name := t.Ref.GGUFName()
-	shape := make([]int64, len(t.Shape))
-	for i, d := range t.Shape {
-		shape[i] = int64(d)
-	}
-	e := &encodedTensor{tensor: &gqf.Tensor{Name: name, Role: string(t.Ref.Role), Layer: int32(t.Ref.Layer), Shape: shape, Source: t.HFName}}
-	codec := "f32"
-	switch {
-	case t.Ref.Role.IsLinear():
-		codec = sch.linear
-	case t.Ref.Role == arch.TokenEmbd || t.Ref.Role == arch.Output:
-		codec = sch.embed
-	}
-	rows, cols := t.Shape[0], 1
-	if len(t.Shape) == 2 {
-		cols = t.Shape[1]
-	} else {
-		rows, cols = 1, t.Shape[0]
-	}
-	if codec == "lpbq4" && cols%bs != 0 {
-		codec = "int8" // the row is not a whole number of blocks: llama.cpp-style fallback
-	}
-	var w []float32
-	if !dryRun {
-		var err error
-		if w, err = readFloat(inv, t); err != nil {
-			return nil, err
-		}
-	} else {
-		w = make([]float32, rows*cols)
-	}
-	switch codec {
-	case "f32":
-		e.tensor.Encoding = &gqf.Encoding{Dtype: gqf.DataType_F32, Bits: 32, Granularity: gqf.Granularity_FLOAT}
-		e.data = f32Bytes(w)
-	case "f16":
-		e.tensor.Encoding = &gqf.Encoding{Dtype: gqf.DataType_F16, Bits: 16, Granularity: gqf.Granularity_FLOAT}
-		e.data = make([]byte, 2*len(w))
-		for i, v := range w {
-			binary.LittleEndian.PutUint16(e.data[2*i:], half.F32ToF16(v))
-		}
-	case "int8":
-		e.tensor.Encoding = &gqf.Encoding{Dtype: gqf.DataType_INT8, Bits: 8, Granularity: gqf.Granularity_PER_CHANNEL,
-			Symmetric: true, Axis: 0, ScaleType: gqf.DataType_F32}
-		if dryRun {
-			e.data, e.scales = make([]byte, rows*cols), make([]byte, 4*rows)
-			break
-		}
-		if imp != nil && len(imp) != cols {
-			return nil, fmt.Errorf("%s: importance has %d values, rows have %d", name, len(imp), cols)
-		}
-		gt, err := quantize.QuantizeGroups(quantize.GroupSpec{Bits: 8, Group: 0, Symmetric: true}, w, rows, cols, imp)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", name, err)
-		}
-		for i, s := range gt.Scales {
-			if s == 0 {
-				gt.Scales[i] = 1 // an all-zero row: any positive scale (QNN wants one), codes 0
-			}
-		}
-		e.data, e.scales = gt.Q, f32Bytes(gt.Scales)
-	case "lpbq4":
-		e.tensor.Encoding = &gqf.Encoding{Dtype: gqf.DataType_INT4, Bits: 4, Granularity: gqf.Granularity_LPBQ,
-			Symmetric: true, Axis: 0, BlockSize: uint32(bs), ScaleType: gqf.DataType_F32, DecompressedBits: 8}
-		lt := encodeLPBQ(w, rows, cols, bs, 4, 8)
-		e.data = make([]byte, rows*cols/2)
-		for i, q := range lt.codes {
-			e.data[i/2] |= byte(q&0xF) << (4 * (i % 2))
-		}
-		e.scales, e.blocks = f32Bytes(lt.scales), lt.blocks
-	}
-	return e, nil
 }
 
 // encodeConst stores a graph constant (float32, or int64 indices).

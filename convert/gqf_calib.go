@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/encodings"
 	"github.com/gquant/gquant/formats/gqf"
 )
@@ -71,6 +72,54 @@ func activationEncodings(f *gqf.File, graph *gqf.Graph, inv *Inventory, o GQFOpt
 		}
 		return fmt.Sprintf("AIMET encodings %s", o.Encodings), nil
 	}
+	var how []string
+	if st := o.Stats; st != nil && len(st.Acts) > 0 {
+		r := o.Range
+		r.Bits = bits
+		encs, err := st.ActivationEncodings(r)
+		if err != nil {
+			return "", err
+		}
+		byName := map[string]int{}
+		for i, e := range encs {
+			byName[e.Name] = i
+		}
+		n := 0
+		for _, a := range graph.Activations {
+			i, ok := byName[a.Name]
+			if !ok {
+				continue
+			}
+			enc, err := fromAIMET(&encs[i])
+			if err != nil {
+				return "", fmt.Errorf("%s: %s: %v", st.Source, a.Name, err)
+			}
+			enc.Min, enc.Max = float32(enc.Scale[0]*float32(enc.Offset[0])), float32(enc.Scale[0]*float32(int32(1)<<bits-1+enc.Offset[0]))
+			a.Encoding = enc
+			n++
+		}
+		mode := r.Mode
+		if mode == "" {
+			mode = calibrate.RangeSQNR
+		}
+		how = append(how, fmt.Sprintf("%d activations from the statistics (%s ranges)", n, mode))
+	}
+	var rest []*gqf.Value
+	for _, a := range graph.Activations {
+		if a.Encoding == nil {
+			rest = append(rest, a)
+		}
+	}
+	if len(rest) == 0 {
+		return strings.Join(how, "; "), nil
+	}
+	if o.Corpus == "" {
+		if len(how) == 0 {
+			return "", fmt.Errorf("%s: no activation statistics (an imatrix holds none): give --corpus FILE or --encodings FILE", o.StatsPath)
+		}
+		how = append(how, fmt.Sprintf("%d graph-only activations left in float (no --corpus to calibrate them)", len(rest)))
+		return strings.Join(how, "; "), nil
+	}
 	windows, err := calibrationWindows(o.Corpus, inv, int(graph.MaxLen), o.CalibLines, o.CalibWindows)
 	if err != nil {
 		return "", err
@@ -93,10 +142,11 @@ func activationEncodings(f *gqf.File, graph *gqf.Graph, inv *Inventory, o GQFOpt
 			return "", err
 		}
 	}
-	for _, a := range graph.Activations {
+	for _, a := range rest {
 		a.Encoding = gqf.RangeEncoding(lo[a.Name], hi[a.Name], bits)
 	}
-	return fmt.Sprintf("min-max over %d windows of %d tokens from %s", len(windows), graph.MaxLen, o.Corpus), nil
+	how = append(how, fmt.Sprintf("%d activations min-max over %d windows of %d tokens from %s", len(rest), len(windows), graph.MaxLen, o.Corpus))
+	return strings.Join(how, "; "), nil
 }
 
 // fromAIMET converts a per-tensor AIMET encoding to gqf's.

@@ -147,7 +147,7 @@ func TestLPBQ(t *testing.T) {
 
 func TestGQFDryRunAndErrors(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "m.gqf")
-	p, err := ConvertGQF(gqfModel, out, GQFOptions{Scheme: "w4a16", DryRun: true})
+	p, err := ConvertGQF(gqfModel, out, GQFOptions{Scheme: "w4a16-lpbq", DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestGQFDryRunAndErrors(t *testing.T) {
 	if len(p.Tensors) != 1+5*9+1+6 || p.MaxLen != 128 || !strings.Contains(p.Text(), "int4 LPBQ block 64") {
 		t.Errorf("plan:\n%s", p.Text())
 	}
-	if _, err := ConvertGQF(gqfModel, out, GQFOptions{Scheme: "w8a16"}); err == nil || !strings.Contains(err.Error(), "--encodings FILE or --corpus FILE") {
+	if _, err := ConvertGQF(gqfModel, out, GQFOptions{Scheme: "w8a16"}); err == nil || !strings.Contains(err.Error(), "need --encodings FILE, --stats FILE or --corpus FILE") {
 		t.Errorf("w8a16 without encodings: %v", err)
 	}
 	if _, err := ConvertGQF(gqfModel, out, GQFOptions{Scheme: "w3a3"}); err == nil || !strings.Contains(err.Error(), `scheme: "w3a3" is not a gqf scheme`) {

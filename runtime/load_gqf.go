@@ -16,14 +16,15 @@ import (
 // file's own decoding rules. When the graph's activations have encodings (w8a16, w4a16,
 // w4a8), every activation the runtime names (see ActivationNames) that has one is quantized
 // and dequantized in place as it is produced — the W8A16 simulation — before any hook of
-// opts sees it.
+// opts sees it. When the manifest quantizes linear layer inputs at run time (w4a8: int8 per
+// token), the inputs of every linear layer are then quantized and dequantized per token.
 func loadGQF(path string, opts Options) (*Model, error) {
-	src, encs, err := openGQF(path)
+	src, encs, dyn, err := openGQF(path)
 	if err != nil {
 		return nil, err
 	}
-	if len(encs) > 0 {
-		opts.Hooks = simulateActivations(encs, opts.Hooks)
+	if len(encs) > 0 || dyn != nil {
+		opts.Hooks = simulateActivations(encs, dyn, linearInputNames(src.spec), opts.Hooks)
 	}
 	m, err := build(src, opts)
 	if err != nil {
@@ -33,11 +34,12 @@ func loadGQF(path string, opts Options) (*Model, error) {
 	return m, nil
 }
 
-// openGQF opens a gqf file as a source and returns its activation encodings by name.
-func openGQF(path string) (*source, map[string]*gqf.Encoding, error) {
+// openGQF opens a gqf file as a source and returns its activation encodings by name and its
+// run-time encoding of linear inputs (nil when none).
+func openGQF(path string) (*source, map[string]*gqf.Encoding, *gqf.Encoding, error) {
 	f, err := gqf.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ok := false
 	defer func() {
@@ -48,19 +50,19 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, error) {
 	man := f.Manifest
 	fam, err := arch.ForHF(man.Config.GetHfArchitecture())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: config: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("%s: config: %w", path, err)
 	}
 	var cfg map[string]any
 	if err := json.Unmarshal(man.Config.GetConfigJson(), &cfg); err != nil {
-		return nil, nil, fmt.Errorf("%s: config: %v", path, err)
+		return nil, nil, nil, fmt.Errorf("%s: config: %v", path, err)
 	}
 	spec, err := fam.SpecFromHF(cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: config: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("%s: config: %w", path, err)
 	}
 	tok, err := tokenizer.FromGGUF(man.Tokenizer.Getter())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: tokenizer: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("%s: tokenizer: %w", path, err)
 	}
 	encs := map[string]*gqf.Encoding{}
 	if g := man.Graph; g != nil {
@@ -85,7 +87,7 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, error) {
 		},
 	}
 	ok = true
-	return src, encs, nil
+	return src, encs, man.LinearInputs, nil
 }
 
 // gqfRaw turns a gqf tensor into the runtime's stored-tensor view: float data as they are,
@@ -121,9 +123,23 @@ func gqfRaw(f *gqf.File, t *gqf.Tensor) (rawTensor, error) {
 	return rt, nil
 }
 
+// linearInputNames are the activations (ActivationNames) that are the inputs of linear
+// layers: attn_norm (q, k, v), kqv_out (attn_output), ffn_norm (gate, up), ffn_act (down)
+// and output_norm (output).
+func linearInputNames(spec *arch.Spec) map[string]bool {
+	names := map[string]bool{"output_norm": true}
+	for l := 0; l < spec.Layers; l++ {
+		for _, s := range []string{"attn_norm", "kqv_out", "ffn_norm", "ffn_act"} {
+			names[fmt.Sprintf("blk.%d.%s", l, s)] = true
+		}
+	}
+	return names
+}
+
 // simulateActivations returns hooks that quantize and dequantize each named activation with
-// its encoding, then call the user's hooks.
-func simulateActivations(encs map[string]*gqf.Encoding, user *Hooks) *Hooks {
+// its static encoding, then, with a dynamic encoding dyn, each linear input (named in
+// linear) per token, then call the user's hooks.
+func simulateActivations(encs map[string]*gqf.Encoding, dyn *gqf.Encoding, linear map[string]bool, user *Hooks) *Hooks {
 	h := &Hooks{}
 	if user != nil {
 		h.LinearInput = user.LinearInput
@@ -131,6 +147,9 @@ func simulateActivations(encs map[string]*gqf.Encoding, user *Hooks) *Hooks {
 	h.Activation = func(name string, x []float32, n, dim int) {
 		if e, ok := encs[name]; ok {
 			gqf.QDQ(e, x)
+		}
+		if dyn != nil && linear[name] {
+			gqf.QDQRows(dyn, x, dim)
 		}
 		if user != nil && user.Activation != nil {
 			user.Activation(name, x, n, dim)

@@ -9,7 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/convert"
+	"github.com/gquant/gquant/quantize"
 )
 
 type convertOptions struct {
@@ -29,6 +31,15 @@ type convertOptions struct {
 	encodings    string
 	corpus       string
 	maxLen       int
+	// gqf only
+	groupSize  int
+	sym        bool
+	keep       string
+	rangeMode  string
+	percentile float64
+	smooth     float64
+	actOrder   bool
+	damp       float64
 }
 
 func newConvertCmd(g *globals) *cobra.Command {
@@ -45,10 +56,18 @@ func newConvertCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVarP(&o.out, "output", "o", "", "output file (.gguf)")
 	f.StringVar(&o.scheme, "scheme", "f16", "quantization scheme")
-	f.StringVar(&o.format, "format", "gguf", "output format: gguf or gqf")
+	f.StringVar(&o.format, "format", "gguf", "output format: gguf or gqf (gqf schemes: "+strings.Join(convert.GQFSchemes(), ", ")+")")
 	f.StringVar(&o.encodings, "encodings", "", "gqf: AIMET encodings JSON with the activation encodings (w8a16)")
 	f.StringVar(&o.corpus, "corpus", "", "gqf: calibration text for the activation encodings when --encodings is not given")
 	f.IntVar(&o.maxLen, "max-len", 0, "gqf: the graph's fixed sequence length (default: the context, at most 128)")
+	f.IntVar(&o.groupSize, "group-size", 128, "gqf w4a16/w4a8: int4 group size (16, 32, 64, 128, 256)")
+	f.BoolVar(&o.sym, "sym", false, "gqf w4a16: symmetric int4 groups (no zero points)")
+	f.StringVar(&o.keep, "keep", "", "gqf 4-bit schemes: regexp of tensor names kept at 8 bits (default: token_embd and output; \"none\": nothing)")
+	f.StringVar(&o.rangeMode, "range", string(calibrate.RangeSQNR), "gqf: activation range setting from --stats: minmax, percentile or sqnr")
+	f.Float64Var(&o.percentile, "percentile", calibrate.DefaultPercentile, "gqf: percentile for --range percentile")
+	f.Float64Var(&o.smooth, "smooth", 0, "gqf w4a8: SmoothQuant migration strength α in (0, 1] from --stats (0: none)")
+	f.BoolVar(&o.actOrder, "act-order", true, "--method gptq: process columns by decreasing Hessian diagonal (with static groups)")
+	f.Float64Var(&o.damp, "damp", 0.01, "--method gptq: damping, as a fraction of the mean Hessian diagonal")
 	f.StringArrayVar(&o.tensorTypes, "tensor-type", nil, "override the type of tensors matching REGEX (REGEX=TYPE, repeatable)")
 	f.StringVar(&o.pre, "pre", "", "tokenizer.ggml.pre value, when the pre-tokenizer is not recognised")
 	f.StringVar(&o.name, "name", "", "general.name (default: the folder's name)")
@@ -56,7 +75,7 @@ func newConvertCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.jsonOut, "json", false, "print the plan as JSON")
 	f.BoolVar(&o.force, "force", false, "overwrite an existing output")
 	f.IntVar(&o.threads, "threads", runtime.NumCPU(), "worker threads")
-	f.StringVar(&o.method, "method", "", "rtn or imatrix (default: imatrix when --stats is given)")
+	f.StringVar(&o.method, "method", "", "rtn, imatrix, gptq or awq (gptq/awq: --format gqf, or GGUF --scheme q4_0; default: imatrix when --stats is given)")
 	f.StringVar(&o.stats, "stats", "", "importance matrix: gquant calibrate stats, or llama-imatrix output (GGUF or .dat)")
 	f.StringVar(&o.splitMaxSize, "split-max-size", "", "split the output into files of at most this size (e.g. 500M, 2G)")
 	return cmd
@@ -98,7 +117,12 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 		opts.Progress = bar.update
 		defer bar.finish()
 	}
-	plan, err := convert.Convert(dir, o.out, opts)
+	var plan *convert.Plan
+	if o.method == convert.MethodGPTQ || o.method == convert.MethodAWQ {
+		plan, err = convertGGUFMethod(dir, o, opts)
+	} else {
+		plan, err = convert.Convert(dir, o.out, opts)
+	}
 	if err != nil {
 		return err
 	}
@@ -117,19 +141,41 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	return nil
 }
 
-// runConvertGQF writes gquant's own format (w4a16, w4a8, w8a16, f16).
+// convertGGUFMethod writes a q4_0 GGUF whose linear weights are rounded by GPTQ or AWQ.
+func convertGGUFMethod(dir string, o *convertOptions, opts convert.Options) (*convert.Plan, error) {
+	if o.stats == "" {
+		return nil, usageErr("convert: --method %s needs --stats FILE (gquant calibrate --hessian)", o.method)
+	}
+	if o.splitMaxSize != "" {
+		return nil, usageErr("convert: --method %s: --split-max-size is not supported", o.method)
+	}
+	st, err := calibrate.ReadStats(o.stats)
+	if err != nil {
+		return nil, err
+	}
+	return convert.ConvertGGUFMethod(dir, o.out, opts, convert.MethodOptions{Method: o.method, Stats: st,
+		GPTQ: quantize.GPTQOptions{Damp: o.damp, ActOrder: o.actOrder, StaticGroups: o.actOrder}})
+}
+
+// runConvertGQF writes gquant's own format (w4a16, w4a16-lpbq, w4a8, w8a16, f16).
 func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string) error {
 	opts := convert.GQFOptions{
-		Scheme: o.scheme, MaxLen: o.maxLen, Encodings: o.encodings, Corpus: o.corpus,
+		Scheme: o.scheme, Method: o.method, GroupSize: o.groupSize, Sym: o.sym, Keep: o.keep,
+		Range:  calibrate.RangeOptions{Mode: calibrate.RangeMode(o.rangeMode), Percentile: o.percentile},
+		Smooth: o.smooth, GPTQ: quantize.GPTQOptions{Damp: o.damp, ActOrder: o.actOrder, StaticGroups: o.actOrder},
+		Threads: o.threads, MaxLen: o.maxLen, Encodings: o.encodings, Corpus: o.corpus,
 		Force: o.force, DryRun: o.dryRun, Version: version,
 		Command: "gquant " + strings.Join(os.Args[1:], " "),
 	}
+	if len(o.tensorTypes) > 0 {
+		return usageErr("convert: --tensor-type applies to GGUF output (gqf: use --keep)")
+	}
 	if o.stats != "" {
-		imp, err := convert.ImportanceFile(o.stats)
+		st, err := calibrate.ReadStats(o.stats)
 		if err != nil {
 			return err
 		}
-		opts.Imatrix, opts.StatsPath = imp, o.stats
+		opts.Stats, opts.StatsPath = st, o.stats
 	}
 	plan, err := convert.ConvertGQF(dir, o.out, opts)
 	if err != nil {
@@ -144,8 +190,8 @@ func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string
 	case o.dryRun:
 		fmt.Fprint(out, plan.Text())
 	case !g.quiet:
-		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %s, %d tensors, %.2f MB, %.4f bpw\n",
-			o.out, plan.Scheme, len(plan.Tensors), float64(plan.Bytes)/1e6, plan.BPW)
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %s (%s), %d tensors, %.2f MB, %.4f bpw (linear %.4f), %d fallbacks, weights encoded in %.2f s\n",
+			o.out, plan.Scheme, plan.Method, len(plan.Tensors), float64(plan.Bytes)/1e6, plan.BPW, plan.BPWLinear, plan.Fallbacks, plan.Seconds)
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func readONNX(t *testing.T, f *gqf.File, qdq bool) *onnx.ModelProto {
 // output; every float initializer has a parameter entry and every parameter entry names a
 // float initializer.
 func TestAIMETNamesMatchONNX(t *testing.T) {
-	for _, scheme := range []string{"w8a16", "w4a16", "f16"} {
+	for _, scheme := range []string{"w8a16", "w4a16-lpbq", "f16"} {
 		path := convertTo(t, model260k, scheme, 16)
 		f, err := gqf.Open(path)
 		if err != nil {
@@ -93,7 +93,7 @@ func TestAIMETNamesMatchONNX(t *testing.T) {
 				}
 			}
 		}
-		if scheme == "w4a16" {
+		if scheme == "w4a16-lpbq" {
 			e, _ := enc.Param("blk.0.attn_q.weight")
 			if e == nil || e.Type != encodings.LPBQ || e.CompressedBitwidth != 4 || e.Bitwidth != 8 || len(e.PerBlockIntScale) != 64 {
 				t.Errorf("w4a16 attn_q: %+v", e)

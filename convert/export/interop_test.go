@@ -96,7 +96,7 @@ func TestInteropONNXRuntime(t *testing.T) {
 			scheme string
 			qdq    bool
 			minSNR float64
-		}{{"f16", false, 40}, {"w8a16", true, 30}, {"w8a16", false, 30}, {"w4a16", true, 30}} {
+		}{{"f16", false, 40}, {"w8a16", true, 30}, {"w8a16", false, 30}, {"w4a16-lpbq", true, 30}} {
 			path := convertTo(t, dir, c.scheme, maxLen)
 			f, err := gqf.Open(path)
 			if err != nil {

@@ -186,6 +186,36 @@ func QDQ(e *Encoding, x []float32) {
 	}
 }
 
+// QDQRows quantizes x (rows of dim values) in place with a dynamic per-token encoding (see
+// CheckDynamic) and dequantizes it back: each row's scale is s = float32(max|x|/qmax) with
+// qmax = 2^(bits−1) − 1, q = clamp(round(x/s)) (half to even) in [−qmax, qmax], x = q·s, all in
+// float32. A row of zeros stays zero; a NaN becomes 0.
+func QDQRows(e *Encoding, x []float32, dim int) {
+	qmax := float32(int32(1)<<(e.Bits-1) - 1)
+	for r := 0; r+dim <= len(x); r += dim {
+		row := x[r : r+dim]
+		var amax float32
+		for _, v := range row {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		if amax == 0 || math.IsInf(float64(amax), 0) || amax != amax {
+			continue
+		}
+		s := amax / qmax
+		for i, v := range row {
+			q := float32(math.RoundToEven(float64(v / s)))
+			if q > qmax {
+				q = qmax
+			} else if q < -qmax {
+				q = -qmax
+			} else if q != q {
+				q = 0
+			}
+			row[i] = float32(q * s)
+		}
+	}
+}
+
 // CheckActivation validates a per-tensor encoding (as Parse does for every activation).
 func CheckActivation(e *Encoding) error { return checkActivation(e) }
 

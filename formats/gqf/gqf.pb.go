@@ -122,6 +122,9 @@ const (
 	// LPBQ: Qualcomm's low-power blockwise quantization: a float scale per output channel and
 	// an unsigned integer scale per block: block scale = channel scale · block int scale.
 	Granularity_LPBQ Granularity = 5
+	// PER_TOKEN: dynamic, one symmetric scale per token (row of an activation), computed at
+	// run time from the row's values; nothing is stored (Manifest.linear_inputs only).
+	Granularity_PER_TOKEN Granularity = 6
 )
 
 // Enum value maps for Granularity.
@@ -133,6 +136,7 @@ var (
 		3: "PER_CHANNEL",
 		4: "PER_BLOCK",
 		5: "LPBQ",
+		6: "PER_TOKEN",
 	}
 	Granularity_value = map[string]int32{
 		"GRANULARITY_UNSPECIFIED": 0,
@@ -141,6 +145,7 @@ var (
 		"PER_CHANNEL":             3,
 		"PER_BLOCK":               4,
 		"LPBQ":                    5,
+		"PER_TOKEN":               6,
 	}
 )
 
@@ -176,13 +181,20 @@ type Manifest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Schema version of the manifest (ManifestVersion in Go).
 	Version uint32 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	// Scheme is the preset the file was made with: "w4a16", "w4a8", "w8a16" or "f16".
-	Scheme        string       `protobuf:"bytes,2,opt,name=scheme,proto3" json:"scheme,omitempty"`
-	Config        *ModelConfig `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
-	Tokenizer     *Tokenizer   `protobuf:"bytes,4,opt,name=tokenizer,proto3" json:"tokenizer,omitempty"`
-	Tensors       []*Tensor    `protobuf:"bytes,5,rep,name=tensors,proto3" json:"tensors,omitempty"`
-	Provenance    *Provenance  `protobuf:"bytes,6,opt,name=provenance,proto3" json:"provenance,omitempty"`
-	Graph         *Graph       `protobuf:"bytes,7,opt,name=graph,proto3" json:"graph,omitempty"`
+	// Scheme is the preset the file was made with: "w4a16", "w4a8", "w8a16" or "f16" (the
+	// weight encodings say which variant: int4 groups or LPBQ for w4a16).
+	Scheme     string       `protobuf:"bytes,2,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	Config     *ModelConfig `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
+	Tokenizer  *Tokenizer   `protobuf:"bytes,4,opt,name=tokenizer,proto3" json:"tokenizer,omitempty"`
+	Tensors    []*Tensor    `protobuf:"bytes,5,rep,name=tensors,proto3" json:"tensors,omitempty"`
+	Provenance *Provenance  `protobuf:"bytes,6,opt,name=provenance,proto3" json:"provenance,omitempty"`
+	Graph      *Graph       `protobuf:"bytes,7,opt,name=graph,proto3" json:"graph,omitempty"`
+	// LinearInputs, when set, is the run-time (dynamic) quantization of the input of every
+	// FullyConnected node: w4a8 stores INT8, 8 bits, symmetric, PER_TOKEN here, meaning that
+	// each token's row x of a linear layer's input is quantized with its own scale
+	// max|x|/(2^(bits−1) − 1) to codes in [−(2^(bits−1) − 1), 2^(bits−1) − 1] just before the
+	// product. It applies on top of the activations' static encodings (if any).
+	LinearInputs  *Encoding `protobuf:"bytes,8,opt,name=linear_inputs,json=linearInputs,proto3" json:"linear_inputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -262,6 +274,13 @@ func (x *Manifest) GetProvenance() *Provenance {
 func (x *Manifest) GetGraph() *Graph {
 	if x != nil {
 		return x.Graph
+	}
+	return nil
+}
+
+func (x *Manifest) GetLinearInputs() *Encoding {
+	if x != nil {
+		return x.LinearInputs
 	}
 	return nil
 }
@@ -762,6 +781,9 @@ func (x *Int32List) GetValues() []int32 {
 // Encoding says how a tensor's values are stored or quantized. Integer encodings follow
 // QNN's convention: float = (q + offset) · scale, where q is the stored code read as
 // dtype (signed codes for INT*, unsigned for UINT*) and offset ≤ 0 for unsigned codes.
+// Stored weight scales are positive, except that symmetric 4-bit per-block scales follow
+// ggml's Q4_0 convention (scale = m/−8 for the element m of largest magnitude, which then
+// decodes exactly from code −8) and may be negative.
 type Encoding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Dtype is the type of the stored codes or float values.
@@ -1544,7 +1566,7 @@ var File_gqf_proto protoreflect.FileDescriptor
 
 const file_gqf_proto_rawDesc = "" +
 	"\n" +
-	"\tgqf.proto\x12\rgquant.gqf.v1\"\xc0\x02\n" +
+	"\tgqf.proto\x12\rgquant.gqf.v1\"\xfe\x02\n" +
 	"\bManifest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06scheme\x18\x02 \x01(\tR\x06scheme\x122\n" +
@@ -1554,7 +1576,8 @@ const file_gqf_proto_rawDesc = "" +
 	"\n" +
 	"provenance\x18\x06 \x01(\v2\x19.gquant.gqf.v1.ProvenanceR\n" +
 	"provenance\x12*\n" +
-	"\x05graph\x18\a \x01(\v2\x14.gquant.gqf.v1.GraphR\x05graph\"o\n" +
+	"\x05graph\x18\a \x01(\v2\x14.gquant.gqf.v1.GraphR\x05graph\x12<\n" +
+	"\rlinear_inputs\x18\b \x01(\v2\x17.gquant.gqf.v1.EncodingR\flinearInputs\"o\n" +
 	"\vModelConfig\x12\x16\n" +
 	"\x06family\x18\x01 \x01(\tR\x06family\x12'\n" +
 	"\x0fhf_architecture\x18\x02 \x01(\tR\x0ehfArchitecture\x12\x1f\n" +
@@ -1667,7 +1690,7 @@ const file_gqf_proto_rawDesc = "" +
 	"\x06UINT16\x10\t\x12\t\n" +
 	"\x05INT32\x10\n" +
 	"\x12\t\n" +
-	"\x05INT64\x10\v*o\n" +
+	"\x05INT64\x10\v*~\n" +
 	"\vGranularity\x12\x1b\n" +
 	"\x17GRANULARITY_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05FLOAT\x10\x01\x12\x0e\n" +
@@ -1675,7 +1698,8 @@ const file_gqf_proto_rawDesc = "" +
 	"PER_TENSOR\x10\x02\x12\x0f\n" +
 	"\vPER_CHANNEL\x10\x03\x12\r\n" +
 	"\tPER_BLOCK\x10\x04\x12\b\n" +
-	"\x04LPBQ\x10\x05B&Z$github.com/gquant/gquant/formats/gqfb\x06proto3"
+	"\x04LPBQ\x10\x05\x12\r\n" +
+	"\tPER_TOKEN\x10\x06B&Z$github.com/gquant/gquant/formats/gqfb\x06proto3"
 
 var (
 	file_gqf_proto_rawDescOnce sync.Once
@@ -1717,31 +1741,32 @@ var file_gqf_proto_depIdxs = []int32{
 	11, // 2: gquant.gqf.v1.Manifest.tensors:type_name -> gquant.gqf.v1.Tensor
 	12, // 3: gquant.gqf.v1.Manifest.provenance:type_name -> gquant.gqf.v1.Provenance
 	16, // 4: gquant.gqf.v1.Manifest.graph:type_name -> gquant.gqf.v1.Graph
-	5,  // 5: gquant.gqf.v1.Tokenizer.metadata:type_name -> gquant.gqf.v1.MetaEntry
-	6,  // 6: gquant.gqf.v1.MetaEntry.strs:type_name -> gquant.gqf.v1.StringList
-	7,  // 7: gquant.gqf.v1.MetaEntry.f32s:type_name -> gquant.gqf.v1.FloatList
-	8,  // 8: gquant.gqf.v1.MetaEntry.i32s:type_name -> gquant.gqf.v1.Int32List
-	0,  // 9: gquant.gqf.v1.Encoding.dtype:type_name -> gquant.gqf.v1.DataType
-	1,  // 10: gquant.gqf.v1.Encoding.granularity:type_name -> gquant.gqf.v1.Granularity
-	0,  // 11: gquant.gqf.v1.Encoding.scale_type:type_name -> gquant.gqf.v1.DataType
-	0,  // 12: gquant.gqf.v1.Encoding.zero_type:type_name -> gquant.gqf.v1.DataType
-	9,  // 13: gquant.gqf.v1.Tensor.encoding:type_name -> gquant.gqf.v1.Encoding
-	10, // 14: gquant.gqf.v1.Tensor.data:type_name -> gquant.gqf.v1.Buffer
-	10, // 15: gquant.gqf.v1.Tensor.scales:type_name -> gquant.gqf.v1.Buffer
-	10, // 16: gquant.gqf.v1.Tensor.zeros:type_name -> gquant.gqf.v1.Buffer
-	10, // 17: gquant.gqf.v1.Tensor.block_scales:type_name -> gquant.gqf.v1.Buffer
-	17, // 18: gquant.gqf.v1.Provenance.sources:type_name -> gquant.gqf.v1.Provenance.File
-	13, // 19: gquant.gqf.v1.Node.attrs:type_name -> gquant.gqf.v1.Attribute
-	0,  // 20: gquant.gqf.v1.Value.dtype:type_name -> gquant.gqf.v1.DataType
-	9,  // 21: gquant.gqf.v1.Value.encoding:type_name -> gquant.gqf.v1.Encoding
-	15, // 22: gquant.gqf.v1.Graph.inputs:type_name -> gquant.gqf.v1.Value
-	14, // 23: gquant.gqf.v1.Graph.nodes:type_name -> gquant.gqf.v1.Node
-	15, // 24: gquant.gqf.v1.Graph.activations:type_name -> gquant.gqf.v1.Value
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	9,  // 5: gquant.gqf.v1.Manifest.linear_inputs:type_name -> gquant.gqf.v1.Encoding
+	5,  // 6: gquant.gqf.v1.Tokenizer.metadata:type_name -> gquant.gqf.v1.MetaEntry
+	6,  // 7: gquant.gqf.v1.MetaEntry.strs:type_name -> gquant.gqf.v1.StringList
+	7,  // 8: gquant.gqf.v1.MetaEntry.f32s:type_name -> gquant.gqf.v1.FloatList
+	8,  // 9: gquant.gqf.v1.MetaEntry.i32s:type_name -> gquant.gqf.v1.Int32List
+	0,  // 10: gquant.gqf.v1.Encoding.dtype:type_name -> gquant.gqf.v1.DataType
+	1,  // 11: gquant.gqf.v1.Encoding.granularity:type_name -> gquant.gqf.v1.Granularity
+	0,  // 12: gquant.gqf.v1.Encoding.scale_type:type_name -> gquant.gqf.v1.DataType
+	0,  // 13: gquant.gqf.v1.Encoding.zero_type:type_name -> gquant.gqf.v1.DataType
+	9,  // 14: gquant.gqf.v1.Tensor.encoding:type_name -> gquant.gqf.v1.Encoding
+	10, // 15: gquant.gqf.v1.Tensor.data:type_name -> gquant.gqf.v1.Buffer
+	10, // 16: gquant.gqf.v1.Tensor.scales:type_name -> gquant.gqf.v1.Buffer
+	10, // 17: gquant.gqf.v1.Tensor.zeros:type_name -> gquant.gqf.v1.Buffer
+	10, // 18: gquant.gqf.v1.Tensor.block_scales:type_name -> gquant.gqf.v1.Buffer
+	17, // 19: gquant.gqf.v1.Provenance.sources:type_name -> gquant.gqf.v1.Provenance.File
+	13, // 20: gquant.gqf.v1.Node.attrs:type_name -> gquant.gqf.v1.Attribute
+	0,  // 21: gquant.gqf.v1.Value.dtype:type_name -> gquant.gqf.v1.DataType
+	9,  // 22: gquant.gqf.v1.Value.encoding:type_name -> gquant.gqf.v1.Encoding
+	15, // 23: gquant.gqf.v1.Graph.inputs:type_name -> gquant.gqf.v1.Value
+	14, // 24: gquant.gqf.v1.Graph.nodes:type_name -> gquant.gqf.v1.Node
+	15, // 25: gquant.gqf.v1.Graph.activations:type_name -> gquant.gqf.v1.Value
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_gqf_proto_init() }

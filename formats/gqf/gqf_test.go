@@ -3,6 +3,7 @@ package gqf
 import (
 	"encoding/binary"
 	"math"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -250,4 +251,102 @@ func equalAny(a, b any) bool {
 		return len(x) == len(y) && x[0] == y[0] && x[1] == y[1]
 	}
 	return a == b
+}
+
+// TestLinearInputs: a dynamic per-token encoding of linear inputs is accepted when it is
+// signed, symmetric and stores nothing, and refused otherwise; Describe names it.
+func TestLinearInputs(t *testing.T) {
+	build := func(e *Encoding) error {
+		m := &Manifest{Scheme: "w4a8", Config: &ModelConfig{ConfigJson: []byte(`{}`)}, LinearInputs: e}
+		_, err := NewBuilder(m).Bytes()
+		return err
+	}
+	ok := &Encoding{Dtype: DataType_INT8, Bits: 8, Granularity: Granularity_PER_TOKEN, Symmetric: true}
+	if err := build(ok); err != nil {
+		t.Fatal(err)
+	}
+	if d := ok.Describe(); d != "int8 sym per-token (dynamic)" {
+		t.Errorf("Describe: %q", d)
+	}
+	for _, c := range []struct {
+		e    *Encoding
+		want string
+	}{
+		{&Encoding{Dtype: DataType_UINT8, Bits: 8, Granularity: Granularity_PER_TOKEN, Symmetric: true}, "not a signed integer code type"},
+		{&Encoding{Dtype: DataType_INT8, Bits: 8, Granularity: Granularity_PER_TENSOR, Symmetric: true}, "want PER_TOKEN"},
+		{&Encoding{Dtype: DataType_INT8, Bits: 8, Granularity: Granularity_PER_TOKEN}, "symmetric"},
+		{&Encoding{Dtype: DataType_INT8, Bits: 8, Granularity: Granularity_PER_TOKEN, Symmetric: true, Scale: []float32{1}}, "store no scale"},
+		{&Encoding{Dtype: DataType_INT8, Bits: 9, Granularity: Granularity_PER_TOKEN, Symmetric: true}, "bits 9"},
+	} {
+		if err := build(c.e); err == nil || !strings.Contains(err.Error(), "linear_inputs: ") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error containing %q", c.e, err, c.want)
+		}
+	}
+}
+
+// TestInt4SymNegativeScale: symmetric int4 blocks decode as q·s with signed codes, a negative
+// fp16 scale included (ggml's Q4_0 convention).
+func TestInt4SymNegativeScale(t *testing.T) {
+	m := &Manifest{Scheme: "w4a8", Config: &ModelConfig{ConfigJson: []byte(`{}`)}}
+	b := NewBuilder(m)
+	sc := make([]byte, 4)
+	binary.LittleEndian.PutUint16(sc, half.F32ToF16(-0.25))
+	binary.LittleEndian.PutUint16(sc[2:], half.F32ToF16(2))
+	// codes −8, 7 | 1, −1 (two's complement nibbles, low first)
+	b.AddTensor(&Tensor{Name: "w", Shape: []int64{1, 4},
+		Encoding: &Encoding{Dtype: DataType_INT4, Bits: 4, Granularity: Granularity_PER_BLOCK, Symmetric: true, BlockSize: 2, ScaleType: DataType_F16}},
+		[]byte{0x78, 0xf1}, sc, nil, nil)
+	raw, err := b.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse("x.gqf", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.Decode(f.Manifest.Tensors[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{2, -1.75, 2, -2}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("decoded %v, want %v", got, want)
+		}
+	}
+}
+
+// TestQDQRows checks the per-token int8 quantization against a float64 computation.
+func TestQDQRows(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	dim := 48
+	x := make([]float32, 3*dim)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * float64(1+i/dim*10))
+	}
+	for i := dim; i < 2*dim; i++ {
+		x[i] = 0 // a zero row stays zero
+	}
+	e := &Encoding{Dtype: DataType_INT8, Bits: 8, Granularity: Granularity_PER_TOKEN, Symmetric: true}
+	if err := CheckDynamic(e); err != nil {
+		t.Fatal(err)
+	}
+	y := append([]float32(nil), x...)
+	QDQRows(e, y, dim)
+	for r := 0; r < 3; r++ {
+		var amax float64
+		for _, v := range x[r*dim : (r+1)*dim] {
+			amax = math.Max(amax, math.Abs(float64(v)))
+		}
+		s := amax / 127
+		for i := r * dim; i < (r+1)*dim; i++ {
+			var want float64
+			if s > 0 {
+				want = math.RoundToEven(float64(x[i])/s) * s
+			}
+			if math.Abs(float64(y[i])-want) > 1e-6*amax {
+				t.Fatalf("[%d]: %g, want %g", i, y[i], want)
+			}
+		}
+	}
 }

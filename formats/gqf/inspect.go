@@ -24,7 +24,9 @@ type Report struct {
 	Params          uint64          `json:"parameters"`
 	Bytes           uint64          `json:"tensor_bytes"`
 	BPW             float64         `json:"bpw"`
-	Graph           *GraphReport    `json:"graph,omitempty"`
+	// LinearInputs describes the run-time quantization of linear layer inputs, if any.
+	LinearInputs string       `json:"linear_inputs,omitempty"`
+	Graph        *GraphReport `json:"graph,omitempty"`
 }
 
 // TensorReport is one stored tensor.
@@ -80,7 +82,8 @@ func (f *File) Report() *Report {
 	m := f.Manifest
 	r := &Report{File: f.Path, Format: "gqf", FormatVersion: FormatVersion, ManifestVersion: m.Version,
 		Scheme: m.Scheme, Family: m.Config.GetFamily(), HFArchitecture: m.Config.GetHfArchitecture(),
-		Provenance: m.Provenance, TokenizerKeys: len(m.Tokenizer.GetMetadata()), TokenizerJSON: len(m.Tokenizer.GetTokenizerJson())}
+		Provenance: m.Provenance, TokenizerKeys: len(m.Tokenizer.GetMetadata()), TokenizerJSON: len(m.Tokenizer.GetTokenizerJson()),
+		LinearInputs: m.LinearInputs.Describe()}
 	if json.Valid(m.Config.GetConfigJson()) {
 		r.Config = json.RawMessage(m.Config.GetConfigJson())
 	}
@@ -165,6 +168,8 @@ func (e *Encoding) Describe() string {
 		return fmt.Sprintf("%s %s block %d (%s scales)", dt, sym, e.BlockSize, st)
 	case Granularity_LPBQ:
 		return fmt.Sprintf("%s LPBQ block %d (%s channel scales, %d-bit decompressed)", dt, e.BlockSize, st, e.DecompressedBits)
+	case Granularity_PER_TOKEN:
+		return fmt.Sprintf("%s %s per-token (dynamic)", dt, sym)
 	}
 	return e.Granularity.String()
 }
@@ -183,6 +188,9 @@ func (r *Report) String() string {
 			fmt.Fprintf(&b, "stats: %s sha256 %s\n", p.StatsPath, p.StatsSha256)
 		}
 		fmt.Fprintf(&b, "calibration: %s\ngquant: %s\ncommand: %s\n", p.Calibration, p.GquantVersion, p.Command)
+	}
+	if r.LinearInputs != "" {
+		fmt.Fprintf(&b, "linear inputs: %s\n", r.LinearInputs)
 	}
 	fmt.Fprintf(&b, "tensors: %d, %d parameters, %d bytes, %.3f bpw\n", len(r.Tensors), r.Params, r.Bytes, r.BPW)
 	for _, t := range r.Tensors {

@@ -111,6 +111,11 @@ func (m *Manifest) validate(dataSize uint64) error {
 	if m.Graph != nil {
 		m.Graph.validate(seen, &ps)
 	}
+	if e := m.LinearInputs; e != nil {
+		if err := CheckDynamic(e); err != nil {
+			ps.add("linear_inputs: %v", err)
+		}
+	}
 	return ps.err()
 }
 
@@ -283,6 +288,24 @@ func checkActivation(e *Encoding) error {
 	}
 	if q := -int64(e.Offset[0]); q < lo || q > hi {
 		return fmt.Errorf("offset %d puts zero outside the codes [%d, %d]", e.Offset[0], lo, hi)
+	}
+	return nil
+}
+
+// CheckDynamic validates a run-time (PER_TOKEN) encoding: signed codes, symmetric, a bit
+// width of 2 to the dtype's, and no stored scale or offset.
+func CheckDynamic(e *Encoding) error {
+	switch {
+	case e.Granularity != Granularity_PER_TOKEN:
+		return fmt.Errorf("granularity %v, want PER_TOKEN", e.Granularity)
+	case !e.Dtype.IsCode() || !e.Dtype.Signed():
+		return fmt.Errorf("dtype %v is not a signed integer code type", e.Dtype)
+	case !e.Symmetric:
+		return fmt.Errorf("dynamic encodings are symmetric")
+	case e.Bits < 2 || e.Bits > uint32(e.Dtype.Bits()):
+		return fmt.Errorf("bits %d do not fit dtype %v", e.Bits, e.Dtype)
+	case len(e.Scale) != 0 || len(e.Offset) != 0:
+		return fmt.Errorf("dynamic encodings store no scale or offset")
 	}
 	return nil
 }
