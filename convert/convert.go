@@ -1,9 +1,9 @@
 package convert
 
 import (
-	"errors"
 	"fmt"
-	"os"
+
+	"github.com/gquant/gquant/internal/atomicfile"
 )
 
 // Options are the inputs of one conversion besides the folder and the output path.
@@ -27,10 +27,8 @@ type Options struct {
 // Convert runs inventory → plan → execute for one HuggingFace folder. With DryRun it returns
 // the plan and writes nothing. The output appears only when complete (temp file + rename).
 func Convert(dir, out string, o Options) (*Plan, error) {
-	if !o.DryRun && !o.Force {
-		if _, err := os.Stat(out); err == nil {
-			return nil, fmt.Errorf("%s: output exists (use --force to overwrite)", out)
-		} else if !errors.Is(err, os.ErrNotExist) {
+	if !o.DryRun {
+		if err := atomicfile.CheckNew(out, o.Force); err != nil {
 			return nil, err
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/gqf"
+	"github.com/gquant/gquant/internal/atomicfile"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -196,10 +196,8 @@ func ConvertGQF(dir, out string, o GQFOptions) (*GQFPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !o.DryRun && !o.Force {
-		if _, err := os.Stat(out); err == nil {
-			return nil, fmt.Errorf("%s: output exists (use --force to overwrite)", out)
-		} else if !errors.Is(err, os.ErrNotExist) {
+	if !o.DryRun {
+		if err := atomicfile.CheckNew(out, o.Force); err != nil {
 			return nil, err
 		}
 	}

@@ -2,12 +2,11 @@ package convert
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/internal/atomicfile"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -40,10 +39,8 @@ func ConvertGGUFMethod(dir, out string, o Options, m MethodOptions) (*Plan, erro
 	if m.Method != MethodGPTQ && m.Method != MethodAWQ {
 		return nil, fmt.Errorf("--method: %q is not gptq or awq", m.Method)
 	}
-	if !o.DryRun && !o.Force {
-		if _, err := os.Stat(out); err == nil {
-			return nil, fmt.Errorf("%s: output exists (use --force to overwrite)", out)
-		} else if !errors.Is(err, os.ErrNotExist) {
+	if !o.DryRun {
+		if err := atomicfile.CheckNew(out, o.Force); err != nil {
 			return nil, err
 		}
 	}

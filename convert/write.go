@@ -1,11 +1,10 @@
 package convert
 
 import (
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/internal/atomicfile"
 )
 
 // writeGGUF executes the plan into one GGUF file, or into split parts when SplitMaxSize asks.
@@ -26,13 +25,9 @@ func writeGGUF(inv *Inventory, p *Plan, kvs []gguf.KV, out string, o Options) er
 			}
 		}
 	}
-	if !o.Force {
-		for _, path := range paths[min(1, len(paths)-1):] {
-			if _, err := os.Stat(path); err == nil {
-				return fmt.Errorf("%s: output exists (use --force to overwrite)", path)
-			} else if !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
+	for _, path := range paths[min(1, len(paths)-1):] {
+		if err := atomicfile.CheckNew(path, o.Force); err != nil {
+			return err
 		}
 	}
 	// where[i] locates plan tensor i: part and index within the part.

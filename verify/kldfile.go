@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/gquant/gquant/formats/half"
+	"github.com/gquant/gquant/internal/atomicfile"
 )
 
 // The reference log-probabilities file of llama-perplexity (--kl-divergence-base), also verify's
@@ -312,8 +313,8 @@ func (k *KLDFile) Close() error { return k.f.Close() }
 // KLDWriter writes a reference log-probabilities file: llama-perplexity's format plus gquant's
 // trailer. The file appears under its name only when Close succeeds.
 type KLDWriter struct {
-	path, tmp string
-	f         *os.File
+	path      string
+	f         *atomicfile.File
 	w         *bufio.Writer
 	spool     *os.File // fp16 logits, appended to the trailer at Close
 	sw        *bufio.Writer
@@ -330,28 +331,18 @@ func CreateKLD(path string, ctx, vocab int, tokens []int, logits, force bool) (*
 	if ctx < 3 || vocab < 1 || len(tokens) == 0 || len(tokens)%ctx != 0 {
 		return nil, fmt.Errorf("%s: bad shape: ctx %d, vocab %d, %d tokens", path, ctx, vocab, len(tokens))
 	}
-	if !force {
-		if _, err := os.Stat(path); err == nil {
-			return nil, fmt.Errorf("%s: exists (use --force to replace it)", path)
-		}
+	if err := atomicfile.CheckNew(path, force); err != nil {
+		return nil, err
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
+	f, err := atomicfile.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, err
-	}
-	w := &KLDWriter{path: path, tmp: f.Name(), f: f, w: bufio.NewWriterSize(f, 1<<20), vocab: vocab,
+	w := &KLDWriter{path: path, f: f, w: bufio.NewWriterSize(f, 1<<20), vocab: vocab,
 		want: len(tokens) / ctx * (ctx - 1 - ctx/2), row: make(RefRow, RowLen(vocab)), b: make([]byte, 2*RowLen(vocab))}
 	if logits {
-		if w.spool, err = os.CreateTemp(dir, "."+base+".logits*"); err != nil {
+		// A scratch file beside the output, removed by Close or Abort; never renamed.
+		if w.spool, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".logits-*"); err != nil {
 			w.Abort()
 			return nil, err
 		}
@@ -443,28 +434,16 @@ func (w *KLDWriter) Close(meta *KLDMeta) (err error) {
 	if err := w.w.Flush(); err != nil {
 		return fmt.Errorf("%s: %v", w.path, err)
 	}
-	if err := w.f.Close(); err != nil {
-		return fmt.Errorf("%s: %v", w.path, err)
-	}
-	w.f = nil
-	if err := os.Rename(w.tmp, w.path); err != nil {
+	if err := w.f.Commit(); err != nil {
 		return err
 	}
-	w.tmp = ""
 	w.dropSpool()
 	return nil
 }
 
-// Abort removes the partial file.
+// Abort removes the partial file. It does nothing after a successful Close.
 func (w *KLDWriter) Abort() {
-	if w.f != nil {
-		w.f.Close()
-		w.f = nil
-	}
-	if w.tmp != "" {
-		os.Remove(w.tmp)
-		w.tmp = ""
-	}
+	w.f.Abort()
 	w.dropSpool()
 }
 

@@ -10,6 +10,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/gquant/gquant/internal/atomicfile"
 )
 
 // klFloor is the smallest KL the histogram shows (log10 scale); smaller values land in its first bin.
@@ -40,7 +42,7 @@ func (r *Report) WritePlot(path string) error {
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(&buf); err != nil {
 		return fmt.Errorf("%s: %v", path, err)
 	}
-	return writeFileAtomic(path, buf.Bytes())
+	return atomicfile.WriteFile(path, buf.Bytes())
 }
 
 // snrPlot draws the per-layer and logits SNR bars; +Inf (identical) bars are drawn 10 dB above

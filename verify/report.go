@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
+
+	"github.com/gquant/gquant/internal/atomicfile"
 )
 
 // Schema is the version tag of the JSON report.
@@ -223,7 +223,7 @@ func (r *Report) WriteJSON(path string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(b, '\n'))
+	return atomicfile.WriteFile(path, append(b, '\n'))
 }
 
 // ReadReport parses a JSON report, turning the null SNRs of identical sections back into +Inf.
@@ -244,31 +244,4 @@ func ReadReport(b []byte) (*Report, error) {
 		}
 	}
 	return &r, nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames it into place.
-func writeFileAtomic(path string, data []byte) error {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return err
-	}
-	f.Chmod(0o644)
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return fmt.Errorf("%s: %v", path, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("%s: %v", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/encodings"
+	"github.com/gquant/gquant/internal/atomicfile"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -119,16 +119,12 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 	if err != nil {
 		return usageErr("calibrate: --hessian-mem: %v", err)
 	}
-	if !o.force {
-		for _, p := range []string{o.out, o.imatrix, o.encodings} {
-			if p == "" {
-				continue
-			}
-			if _, err := os.Stat(p); err == nil {
-				return fmt.Errorf("%s: output exists (use --force to overwrite)", p)
-			} else if !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
+	for _, p := range []string{o.out, o.imatrix, o.encodings} {
+		if p == "" {
+			continue
+		}
+		if err := atomicfile.CheckNew(p, o.force); err != nil {
+			return err
 		}
 	}
 

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gquant/gquant/internal/atomicfile"
 	"github.com/gquant/gquant/verify"
 )
 
@@ -69,14 +70,12 @@ func runVerify(cmd *cobra.Command, g *globals, o *verifyOptions, artifact string
 	if o.gen < 0 || o.chunks < 0 || o.ctx < 4 {
 		return usageErr("verify: --gen and --chunks must not be negative, --ctx at least 4")
 	}
-	if !o.force {
-		for _, out := range []string{o.jsonOut, o.plot, o.saveRef} {
-			if out == "" {
-				continue
-			}
-			if _, err := os.Stat(out); err == nil {
-				return fmt.Errorf("%s: exists (use --force to overwrite)", out)
-			}
+	for _, out := range []string{o.jsonOut, o.plot, o.saveRef} {
+		if out == "" {
+			continue
+		}
+		if err := atomicfile.CheckNew(out, o.force); err != nil {
+			return err
 		}
 	}
 	var limits verify.Limits

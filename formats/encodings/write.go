@@ -2,10 +2,9 @@ package encodings
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+
+	"github.com/gquant/gquant/internal/atomicfile"
 )
 
 // Marshal renders the file in version V1 or V061 (which cannot hold PER_BLOCK or LPBQ
@@ -100,34 +99,12 @@ func toV0(e Encoding) ([]entryV0, error) {
 // WriteFile writes the file in the given version through a temporary file renamed into
 // place; an existing file is replaced only when force is set.
 func (f *File) WriteFile(path, version string, force bool) error {
-	if !force {
-		if _, err := os.Stat(path); err == nil {
-			return fmt.Errorf("%s: output exists (use --force to overwrite)", path)
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
+	if err := atomicfile.CheckNew(path, force); err != nil {
+		return err
 	}
 	b, err := f.Marshal(version)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, b)
 }

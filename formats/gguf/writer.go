@@ -1,11 +1,10 @@
 package gguf
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
+
+	"github.com/gquant/gquant/internal/atomicfile"
 )
 
 // Writer writes one GGUF file. The header is written by Create; tensor data goes straight to
@@ -13,7 +12,7 @@ import (
 // Nothing appears at the final path until Commit renames the temporary file.
 type Writer struct {
 	path       string
-	tmp        *os.File
+	tmp        *atomicfile.File
 	tensors    []TensorInfo
 	dataOffset uint64
 
@@ -23,14 +22,15 @@ type Writer struct {
 	closed   bool
 }
 
-// Create lays out h (see Header.Layout), creates path+".tmp-*" in the same directory, writes
-// the header and sizes the file, padding included; the padding reads as zeros.
+// Create lays out h (see Header.Layout), creates a temporary file beside path (see
+// atomicfile.Create), writes the header and sizes the file, padding included; the padding
+// reads as zeros.
 func Create(path string, h *Header) (*Writer, error) {
 	if err := h.Layout(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	hdr, total := h.encode()
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	tmp, err := atomicfile.Create(path)
 	if err != nil {
 		return nil, err
 	}
@@ -41,10 +41,7 @@ func Create(path string, h *Header) (*Writer, error) {
 		dataOffset: uint64(len(hdr)),
 		written:    make([]uint64, len(h.Tensors)),
 	}
-	err = tmp.Chmod(0o644) // CreateTemp makes the file private; a model file is not secret
-	if err == nil {
-		_, err = tmp.WriteAt(hdr, 0)
-	}
+	_, err = tmp.WriteAt(hdr, 0)
 	if err == nil {
 		err = tmp.Truncate(int64(total))
 	}
@@ -144,22 +141,7 @@ func (w *Writer) Commit() error {
 		return fmt.Errorf("%s: %w", w.path, err)
 	}
 	w.closed = true
-	name := w.tmp.Name()
-	err := w.tmp.Sync()
-	if cerr := w.tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(name, w.path)
-	}
-	if err != nil {
-		os.Remove(name)
-		return fmt.Errorf("%s: %w", w.path, err)
-	}
-	if err := syncDir(filepath.Dir(w.path)); err != nil {
-		return fmt.Errorf("%s: %w", w.path, err)
-	}
-	return nil
+	return w.tmp.Commit()
 }
 
 // Abort closes and removes the temporary file. It does nothing after a successful Commit, and
@@ -171,27 +153,7 @@ func (w *Writer) Abort() error {
 		return nil
 	}
 	w.closed = true
-	err := w.tmp.Close()
-	if rerr := os.Remove(w.tmp.Name()); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-		err = rerr
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", w.path, err)
-	}
-	return nil
-}
-
-// syncDir flushes a directory so that a rename in it survives a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return w.tmp.Abort()
 }
 
 // WriteFile writes a whole file: data(i) supplies tensor i's bytes, called in order. An error

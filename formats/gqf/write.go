@@ -2,12 +2,11 @@ package gqf
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/gquant/gquant/internal/atomicfile"
 )
 
 // Builder assembles a gqf file in memory: the manifest, and the tensor buffers that
@@ -87,40 +86,14 @@ func (b *Builder) bytesUnchecked() ([]byte, error) {
 // WriteFile writes the file to path through a temporary file renamed into place; an existing
 // file is replaced only when force is set.
 func (b *Builder) WriteFile(path string, force bool) error {
-	if !force {
-		if _, err := os.Stat(path); err == nil {
-			return fmt.Errorf("%s: output exists (use --force to overwrite)", path)
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
+	if err := atomicfile.CheckNew(path, force); err != nil {
+		return err
 	}
 	data, err := b.Bytes()
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	err = tmp.Chmod(0o644)
-	if err == nil {
-		_, err = tmp.Write(data)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		os.Remove(name)
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data)
 }
 
 func alignUp(n, a uint64) uint64 { return (n + a - 1) / a * a }

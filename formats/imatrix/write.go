@@ -4,11 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/internal/atomicfile"
 )
 
 // WriteGGUF writes m in the GGUF format that llama-imatrix writes and llama-quantize --imatrix
@@ -96,7 +95,7 @@ func WriteDat(path string, m *Matrix) error {
 	}
 	put(int32(len(dataset)))
 	buf = append(buf, dataset...)
-	return writeAtomic(path, buf)
+	return atomicfile.WriteFile(path, buf)
 }
 
 // legacyValues computes an entry's ncall and stored values for the legacy format.
@@ -155,32 +154,4 @@ func floatBytes(v []float32) []byte {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
 	return b
-}
-
-// writeAtomic writes data to a temporary file beside path and renames it into place, so that
-// nothing half-written is ever left at path.
-func writeAtomic(path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

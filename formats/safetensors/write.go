@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gquant/gquant/internal/atomicfile"
 )
 
 // NamedTensor is a tensor to write. Its bytes come from Data or, when Data is nil, from
@@ -38,17 +38,12 @@ func (t NamedTensor) Size() int64 {
 // WriteFile writes a safetensors file: to a temporary file beside path, then renamed over
 // it, so that path never holds a partial file. Tensors are laid out in name order; metadata
 // (may be nil) becomes the header's __metadata__. Output depends only on the arguments.
-func WriteFile(path string, tensors []NamedTensor, metadata map[string]string) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+func WriteFile(path string, tensors []NamedTensor, metadata map[string]string) error {
+	tmp, err := atomicfile.Create(path)
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, unwrapPathError(err))
+		return err
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
+	defer tmp.Abort() // does nothing after Commit
 	bw := bufio.NewWriterSize(tmp, 1<<20)
 	if err = Encode(bw, tensors, metadata); err != nil {
 		return prefixPath(path, err)
@@ -56,19 +51,7 @@ func WriteFile(path string, tensors []NamedTensor, metadata map[string]string) (
 	if err = bw.Flush(); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("%s: %w", path, unwrapPathError(err))
-	}
-	return nil
+	return tmp.Commit()
 }
 
 // Encode writes a safetensors file to w (see WriteFile). Errors name the tensor but no file.

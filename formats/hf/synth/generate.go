@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/gquant/gquant/formats/safetensors"
+	"github.com/gquant/gquant/internal/atomicfile"
 )
 
 // Options control a generation run.
@@ -42,7 +43,7 @@ func Generate(dir string, spec Spec, opts Options) error {
 		return err
 	}
 	for name, b := range tok.files {
-		if err := writeAtomic(filepath.Join(dir, name), b); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, name), b); err != nil {
 			return err
 		}
 	}
@@ -53,7 +54,7 @@ func Generate(dir string, spec Spec, opts Options) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, "config.json"), cfg)
+	return atomicfile.WriteFile(filepath.Join(dir, "config.json"), cfg)
 }
 
 // prepareDir creates dir, refusing to write into a folder that holds a model unless force is
@@ -107,7 +108,7 @@ func writeWeights(dir string, tensors []tensorSpec, opts Options) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, safetensors.IndexName), index)
+	return atomicfile.WriteFile(filepath.Join(dir, safetensors.IndexName), index)
 }
 
 // shard splits the tensors, in model order, as transformers does: a shard is closed when the
@@ -138,31 +139,4 @@ func writeShard(path string, tensors []tensorSpec, seed uint64) error {
 		nts[i] = safetensors.NamedTensor{Name: t.name, DType: safetensors.BF16, Shape: t.shape, Source: source(seed, t)}
 	}
 	return safetensors.WriteFile(path, nts, map[string]string{"format": "pt"})
-}
-
-// writeAtomic writes a small file through a temporary file and a rename.
-func writeAtomic(path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, unwrap(err))
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}()
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, unwrap(err))
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("%s: %w", path, unwrap(err))
-	}
-	return nil
 }
