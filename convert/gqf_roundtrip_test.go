@@ -25,7 +25,8 @@ func TestGQFRoundTrip(t *testing.T) {
 	dir := filepath.Join("..", "testdata", "models", "stories260k")
 	corpus := filepath.Join("..", "testdata", "corpora", "tinystories-calib.txt")
 	out := filepath.Join(t.TempDir(), "m.gqf")
-	if _, err := convert.ConvertGQF(dir, out, convert.GQFOptions{Scheme: "w8a16", MaxLen: 32, Corpus: corpus, CalibLines: 16, CalibWindows: 2}); err != nil {
+	plan, err := convert.ConvertGQF(dir, out, convert.GQFOptions{Scheme: "w8a16", MaxLen: 32, Corpus: corpus, CalibLines: 16, CalibWindows: 2})
+	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := gqf.Inspect(out)
@@ -54,6 +55,10 @@ func TestGQFRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	// the runtime decodes the weights to float32 but reports what the file stores
+	if all, lin := m.BPW(); math.Abs(all-plan.BPW) > 1e-9 || math.Abs(lin-plan.BPWLinear) > 1e-9 {
+		t.Errorf("runtime bpw %.4f / %.4f, plan %.4f / %.4f", all, lin, plan.BPW, plan.BPWLinear)
+	}
 	got, err := m.Eval(m.NewState(0), ids, true)
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 // opts sees it. When the manifest quantizes linear layer inputs at run time (w4a8: int8 per
 // token), the inputs of every linear layer are then quantized and dequantized per token.
 func loadGQF(path string, opts Options) (*Model, error) {
-	src, encs, dyn, err := openGQF(path)
+	src, encs, dyn, bpw, err := openGQF(path)
 	if err != nil {
 		return nil, err
 	}
@@ -31,15 +31,46 @@ func loadGQF(path string, opts Options) (*Model, error) {
 		src.close()
 		return nil, err
 	}
+	// The weights are decoded to float32 in memory; report what the file stores.
+	m.bpwAll, m.bpwLinear = bpw[0], bpw[1]
 	return m, nil
 }
 
-// openGQF opens a gqf file as a source and returns its activation encodings by name and its
-// run-time encoding of linear inputs (nil when none).
-func openGQF(path string) (*source, map[string]*gqf.Encoding, *gqf.Encoding, error) {
+// storedBPW is the storage cost of a gqf file's weights (codes, scales, zero points and block
+// scales; graph constants excluded), over every weight and over the linear layers only.
+func storedBPW(man *gqf.Manifest) (all, linear float64) {
+	var bits, n, linBits, linN float64
+	size := func(b *gqf.Buffer) float64 { return float64(b.GetSize()) }
+	for _, t := range man.GetTensors() {
+		if t.GetRole() == "constant" {
+			continue
+		}
+		e := 1.0
+		for _, d := range t.GetShape() {
+			e *= float64(d)
+		}
+		b := 8 * (size(t.GetData()) + size(t.GetScales()) + size(t.GetZeros()) + size(t.GetBlockScales()))
+		bits, n = bits+b, n+e
+		if arch.Role(t.GetRole()).IsLinear() {
+			linBits, linN = linBits+b, linN+e
+		}
+	}
+	if n > 0 {
+		all = bits / n
+	}
+	if linN > 0 {
+		linear = linBits / linN
+	}
+	return all, linear
+}
+
+// openGQF opens a gqf file as a source and returns its activation encodings by name, its
+// run-time encoding of linear inputs (nil when none) and its stored bits per weight (all,
+// linear).
+func openGQF(path string) (*source, map[string]*gqf.Encoding, *gqf.Encoding, [2]float64, error) {
 	f, err := gqf.Open(path)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, [2]float64{}, err
 	}
 	ok := false
 	defer func() {
@@ -50,19 +81,19 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, *gqf.Encoding, err
 	man := f.Manifest
 	fam, err := arch.ForHF(man.Config.GetHfArchitecture())
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: config: %w", path, err)
+		return nil, nil, nil, [2]float64{}, fmt.Errorf("%s: config: %w", path, err)
 	}
 	var cfg map[string]any
 	if err := json.Unmarshal(man.Config.GetConfigJson(), &cfg); err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: config: %v", path, err)
+		return nil, nil, nil, [2]float64{}, fmt.Errorf("%s: config: %v", path, err)
 	}
 	spec, err := fam.SpecFromHF(cfg)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: config: %w", path, err)
+		return nil, nil, nil, [2]float64{}, fmt.Errorf("%s: config: %w", path, err)
 	}
 	tok, err := tokenizer.FromGGUF(man.Tokenizer.Getter())
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: tokenizer: %w", path, err)
+		return nil, nil, nil, [2]float64{}, fmt.Errorf("%s: tokenizer: %w", path, err)
 	}
 	encs := map[string]*gqf.Encoding{}
 	if g := man.Graph; g != nil {
@@ -87,7 +118,8 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, *gqf.Encoding, err
 		},
 	}
 	ok = true
-	return src, encs, man.LinearInputs, nil
+	all, linear := storedBPW(man)
+	return src, encs, man.LinearInputs, [2]float64{all, linear}, nil
 }
 
 // gqfRaw turns a gqf tensor into the runtime's stored-tensor view: float data as they are,
