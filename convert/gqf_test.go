@@ -16,7 +16,7 @@ import (
 
 const (
 	gqfModel  = "../testdata/models/stories260k"
-	gqfCorpus = "../../shared/corpora/tinystories-calib.txt"
+	gqfCorpus = "../testdata/corpora/tinystories-calib.txt"
 )
 
 // calibOpts are small calibration settings for tests.

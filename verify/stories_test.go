@@ -12,7 +12,7 @@ import (
 
 const (
 	stories = "../testdata/models/stories260k"
-	evalTxt = "../../shared/corpora/tinystories-eval.txt"
+	evalTxt = "../testdata/corpora/tinystories-eval.txt"
 )
 
 // runStories verifies artifact against stories260k's bf16 checkpoint over 4 windows of 128 tokens.

@@ -12,7 +12,7 @@ import (
 
 const (
 	verifyModel  = "../../testdata/models/stories260k"
-	verifyCorpus = "../../../shared/corpora/tinystories-eval.txt"
+	verifyCorpus = "../../testdata/corpora/tinystories-eval.txt"
 )
 
 // TestVerifyExitCodes runs stories260k against itself: every threshold a perfect copy meets

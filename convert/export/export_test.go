@@ -17,7 +17,7 @@ import (
 
 const (
 	model260k = "../../testdata/models/stories260k"
-	corpus    = "../../../shared/corpora/tinystories-calib.txt"
+	corpus    = "../../testdata/corpora/tinystories-calib.txt"
 )
 
 // convertTo makes a gqf file of stories260k with the given scheme.
