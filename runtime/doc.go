@@ -9,7 +9,12 @@
 // Activations are float32. Every weight matrix is a kernels.Matrix over the mapped bytes, so
 // how the weights meet the activations is the kernels' business (Options.Mode). Prefill runs
 // matrix × matrix products over all new tokens at once; decode runs matrix × vector. The work
-// of each product is spread over one persistent kernels.Pool per Model.
+// of each product is spread over one persistent kernels.Pool per Model, in small chunks that
+// idle workers take (one pool job per group of products sharing an input: q, k and v; gate
+// and up). Attention runs head by head over the pool; the elementwise steps between the
+// products (norms, RoPE, residuals, SwiGLU) run as per-token pool jobs, fused into one pass
+// each when no Activation hook needs the tensors in between (tokops.go). A decode step
+// allocates nothing but its logits.
 //
 // A Model may be shared by goroutines, but its evaluations are serialised (one pool per
 // model): use one Model per goroutine for parallel work. A State belongs to one Model and one

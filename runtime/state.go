@@ -18,6 +18,13 @@ type State struct {
 	cos, sin                    []float32
 	scores                      [][]float32 // one per worker
 	acts                        kernels.Acts
+
+	lin    linJob              // the current product of linear
+	linRun func(w, lo, hi int) // lin.run, made once
+	att    attnJob             // the current attention
+	attRun func(w, lo, hi int) // att.run, made once
+	tok    tokJob              // the current per-token step
+	tokRun func(w, lo, hi int) // tok.run, made once
 }
 
 // NewState returns an empty state for sequences of at most maxTokens tokens (0 or less: the
@@ -30,6 +37,9 @@ func (m *Model) NewState(maxTokens int) *State {
 	st.k = make([][]float32, m.spec.Layers)
 	st.v = make([][]float32, m.spec.Layers)
 	st.scores = make([][]float32, m.pool.Workers())
+	st.linRun = st.lin.run
+	st.attRun = st.att.run
+	st.tokRun = st.tok.run
 	return st
 }
 

@@ -15,10 +15,10 @@ const (
 )
 
 // Acts holds a batch of activation rows (tokens) converted for the kernels of one kind of
-// matrix. Matrix.Quantize fills it; it can then be shared by every matrix with the same
-// column count, activation kind and implementation (for example Q, K and V projections), and
-// read concurrently by any number of workers. The zero value is ready to use; its buffers grow
-// as needed and are reused.
+// matrix. Matrix.Prepare (or PrepareOn) fills it; it can then be shared by every matrix with
+// the same column count, activation kind and implementation (Matrix.SharesActs: for example
+// Q, K and V projections), and read concurrently by any number of workers. The zero value is
+// ready to use; its buffers grow as needed and are reused.
 type Acts struct {
 	kind actKind
 	impl *implTable // implementation whose layout the asm fields follow
@@ -33,11 +33,11 @@ type Acts struct {
 	s     []float32 // per block, Q8_1: fp16(d·Σq) widened
 	bsums []int16   // per 16 values, Q8_K
 
-	// Interleaved copies for the assembly kernels (see pack.go); filled only when the
+	// Interleaved copies for the assembly kernels (see pack.go), group-major: group g of token
+	// t at index g·nTok + t, so that the tokens of a tile sit together. Filled only when the
 	// implementation wants them.
-	il   []byte    // values, whole groups per token
-	ilD  []float32 // Q8_0: 16 d per group; Q8_1: 16 d then 16 s per group; Q8_K: d per block
-	ilSm []int32   // Σq per block of 32 (Q8_0, Q8_1) or per 16 values (Q8_K)
+	il  []byte    // values, ilGroupBytes per (group, token)
+	ilM []float32 // one ilRecord-float record per (group, token): scales and sums
 }
 
 // Tokens returns the number of activation rows held.

@@ -15,31 +15,31 @@ func gemvF16(y *float32, w *byte, stride, rows int, x *float32, n int)
 func gemvBF16(y *float32, w *byte, stride, rows int, x *float32, n int)
 
 //go:noescape
-func gemvQ4_0(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+func gemvQ4_0(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 
 //go:noescape
-func gemvIQ4_NL(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+func gemvIQ4_NL(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 
 //go:noescape
-func gemvQ4_1(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+func gemvQ4_1(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 
 //go:noescape
-func gemvQ5_0(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+func gemvQ5_0(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 
 //go:noescape
-func gemvQ5_1(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+func gemvQ5_1(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 
 //go:noescape
-func gemvQ8_0(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+func gemvQ8_0(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 
 //go:noescape
-func gemvQ4_K(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+func gemvQ4_K(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 
 //go:noescape
-func gemvQ5_K(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+func gemvQ5_K(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 
 //go:noescape
-func gemvQ6_K(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+func gemvQ6_K(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 
 //go:noescape
 func fgemvQ4_0(y *float32, w *byte, stride, rows, nb int, x *float32)
@@ -76,3 +76,84 @@ func gemm4x4F16(y *float32, ldy int, w *byte, stride int, x *float32, ldx int, n
 
 //go:noescape
 func gemm4x4BF16(y *float32, ldy int, w *byte, stride int, x *float32, ldx int, n int)
+
+//go:noescape
+func gemmQ4_0x8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ4_0x4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmIQ4_NLx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmIQ4_NLx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ4_1x8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ4_1x4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ5_0x8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ5_0x4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ5_1x8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ5_1x4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ8_0x8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ8_0x4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func softmaxAsm(x *float32, n int)
+
+//go:noescape
+func siluMulAsm(dst, gate, u *float32, n int)
+
+//go:noescape
+func dotRowsAsm(y, q, k *float32, stride, rows, n int, scale float32)
+
+//go:noescape
+func axpyRowsAsm(out, p, v *float32, stride, rows, n int)
+
+//go:noescape
+func quantQ8Asm(x *float32, qs *int8, d, s *float32, il *byte, rec *float32, nb, ntok int)
+
+//go:noescape
+func quantQ8KAsm(x *float32, qs *int8, d *float32, bsums *int16, il *byte, rec *float32, nb, ntok int)
+
+//go:noescape
+func gemmQ4_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ5_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ6_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ6_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func sumSquaresAsm(x *float32, n int) float64
+
+//go:noescape
+func scaleMulAsm(dst, x, w *float32, n int, scale float32)
+
+//go:noescape
+func addAsm(dst, x *float32, n int)
+
+//go:noescape
+func gemmQ4_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ5_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)

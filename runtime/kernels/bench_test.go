@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // Benchmarks report GB/s of weight bytes read (one thread). To measure weights streamed from
@@ -79,33 +80,36 @@ func BenchmarkMatVec(b *testing.B) {
 }
 
 // BenchmarkMatMul measures prefill: 64 tokens against one matrix (weights reused from cache
-// across tokens), reported as weight GB/s and tokens·rows per second.
+// across tokens), reported as weight GB/s and tokens·rows per second, on a square-ish shape and
+// on Qwen3-0.6B's FFN shape.
 func BenchmarkMatMul(b *testing.B) {
 	const nTok = 64
 	for _, wt := range []WType{BF16, Q8_0, Q4_0, Q4_K, Q6_K} {
-		rows, cols := 1024, 4096
-		var ms []*Matrix
-		for _, impl := range Impls() {
-			b.Run(fmt.Sprintf("%v/%dtok/%dx%d/%s", wt, nTok, rows, cols, impl), func(b *testing.B) {
-				if ms == nil {
-					ms = benchMatrices(b, wt, rows, cols)[:1]
-				}
-				restore, _ := SetImpl(impl)
-				defer restore()
-				m := ms[0]
-				m.Pack()
-				X := make([]float32, nTok*cols)
-				for i := range X {
-					X[i] = float32(i%11) - 5
-				}
-				Y := make([]float32, nTok*rows)
-				var s Scratch
-				b.SetBytes(int64(len(m.Data)))
-				for b.Loop() {
-					m.MatMul(Y, X, nTok, 0, rows, &s)
-				}
-				b.ReportMetric(float64(nTok)*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
-			})
+		for _, sh := range []struct{ rows, cols int }{{1024, 4096}, {3072, 1024}} {
+			rows, cols := sh.rows, sh.cols
+			var ms []*Matrix
+			for _, impl := range Impls() {
+				b.Run(fmt.Sprintf("%v/%dtok/%dx%d/%s", wt, nTok, rows, cols, impl), func(b *testing.B) {
+					if ms == nil {
+						ms = benchMatrices(b, wt, rows, cols)[:1]
+					}
+					restore, _ := SetImpl(impl)
+					defer restore()
+					m := ms[0]
+					m.Pack()
+					X := make([]float32, nTok*cols)
+					for i := range X {
+						X[i] = float32(i%11) - 5
+					}
+					Y := make([]float32, nTok*rows)
+					var s Scratch
+					b.SetBytes(int64(len(m.Data)))
+					for b.Loop() {
+						m.MatMul(Y, X, nTok, 0, rows, &s)
+					}
+					b.ReportMetric(float64(nTok)*float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+				})
+			}
 		}
 	}
 }
@@ -121,6 +125,36 @@ func BenchmarkPoolRun(b *testing.B) {
 			for b.Loop() {
 				p.Run(64, 1, f)
 			}
+		})
+	}
+}
+
+// BenchmarkGEMMSpeedup measures, in one run, a 64-token product done by the multi-token
+// kernels (MatMul) and the same 64 tokens done one at a time (MatVec), on Qwen3-0.6B's FFN
+// shape with the weights in cache, and reports how many times faster the batch is.
+func BenchmarkGEMMSpeedup(b *testing.B) {
+	const nTok, rows, cols = 64, 3072, 1024
+	for _, wt := range []WType{Q8_0, Q4_0, Q4_K, Q6_K} {
+		b.Run(wt.String(), func(b *testing.B) {
+			m := benchMatrices(b, wt, rows, cols)[0]
+			m.Pack()
+			X := make([]float32, nTok*cols)
+			for i := range X {
+				X[i] = float32(i%11) - 5
+			}
+			Y := make([]float32, nTok*rows)
+			var s Scratch
+			var batch, single time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				m.MatMul(Y, X, nTok, 0, rows, &s)
+				t1 := time.Now()
+				for t := 0; t < nTok; t++ {
+					m.MatVec(Y[t*rows:(t+1)*rows], X[t*cols:(t+1)*cols], 0, rows, &s)
+				}
+				batch, single = batch+t1.Sub(t0), single+time.Since(t1)
+			}
+			b.ReportMetric(float64(single)/float64(batch), "speedup")
 		})
 	}
 }

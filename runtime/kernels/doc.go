@@ -22,13 +22,24 @@
 //
 //   - ActQuant, quantized weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K):
 //     VPDPBUSD over a repacked copy of the weights (16 blocks or sub-blocks interleaved so that
-//     each 32-bit lane accumulates one of them, see pack.go); Matrix.Pack builds it.
+//     each 32-bit lane accumulates one of them, see pack.go); Matrix.Pack builds it. One token
+//     runs a GEMV kernel; batches run GEMM kernels on tiles of 8 (then 4) tokens that unpack
+//     each group of weights once for the whole tile, over blocks of rows that stay in L2. Both
+//     do the same float operations for every (row, token) pair, so a token's result does not
+//     depend on the batch it is in. Activations are quantized by assembly that writes ggml's
+//     layout and the interleaved one in a single pass.
 //   - ActFloat, the same quantized types: blocks decoded in registers from the ggml layout,
 //     then FMA (W4A16-style).
 //   - F32, F16, BF16 (either mode): widen + FMA; products of 4 or more tokens use a 4-row ×
 //     4-token GEMM kernel.
+//   - The vector operations of the forward pass (vec.go): Softmax, SiLUMul (exponential by a
+//     polynomial, relative error about 2e-7), RMSNorm, Add, and DotRows / AxpyRows for
+//     attention.
 //
 // The generic code always reads the ggml layout in Matrix.Data. For threads, Pool runs a
-// product's row ranges on persistent workers; prepare the activations once (Matrix.Prepare)
-// and call Matrix.MulActs from each worker.
+// product's row ranges on persistent workers (Run: one contiguous chunk per worker;
+// RunDynamic: small chunks handed to whichever worker is free, which keeps a job going when
+// another process takes a core); prepare the activations once (Matrix.Prepare, or
+// Matrix.PrepareOn to spread the conversion of a batch over a pool) and call Matrix.MulActs
+// from each worker.
 package kernels

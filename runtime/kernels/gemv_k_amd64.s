@@ -1,11 +1,12 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "gemv_prefetch_amd64.h"
 
 // K-quant × Q8_K GEMV kernels (AVX-512 BW + VNNI) over pack.go's layouts: a group is one
 // 256-element super-block whose 16 lanes are its 16-element sub-blocks. Arguments and
-// registers as in gemv_q8_amd64.s; ad holds one float per super-block and asum the Q8_K sums
-// of 16 values (bsums).
+// registers as in gemv_q8_amd64.s; each record holds the Q8_K sums of 16 values (bsums) as
+// int32, then the super-block's scale d at byte 64.
 
 #define HSUM_STORE \
 	VEXTRACTF64X4 $1, Z30, Y1 \
@@ -25,8 +26,11 @@
 	MOVQ rows+24(FP), CX     \
 	MOVQ groups+32(FP), R8   \
 	MOVQ act+40(FP), R9      \
-	MOVQ ad+48(FP), R10      \
-	MOVQ asum+56(FP), R11    \
+	MOVQ meta+48(FP), R10    \
+	MOVQ ntok+56(FP), R11    \
+	MOVQ R11, R15            \
+	SHLQ $8, R11            \
+	SHLQ $7, R15             \
 	MOVL $0x0f0f0f0f, AX     \
 	VPBROADCASTD AX, Z31     \
 	MOVL $0x10101010, AX     \
@@ -40,7 +44,6 @@
 	MOVQ SI, R12         \
 	MOVQ R9, R13         \
 	MOVQ R10, R14        \
-	MOVQ R11, R15        \
 	MOVQ R8, BX          \
 	VPXORD Z30, Z30, Z30 \
 	VPXORD Z29, Z29, Z29
@@ -66,36 +69,42 @@
 	VPDPBUSD (2*(c)*64)(R13), Z1, Z0 \
 	VPDPBUSD ((2*(c)+1)*64)(R13), Z2, Z5
 
-// KFINISH(soff, doff): Z0+Z5 hold the 16 sub-block sums of codes·a. Scales sc[8], mins m[8]
-// (u8) at soff, d and dmin (fp16) at doff. Adds d·d_a·Σ sc·sum to Z30 and
-// dmin·d_a·Σ m·bsum to Z29 (subtracted at the end of the row).
-#define KFINISH(soff, doff) \
-	VPADDD       Z5, Z0, Z0      \
-	VPMOVZXBD    soff(R12), Z3   \
-	VPERMD       Z3, Z27, Z4     \
-	VPERMD       Z3, Z26, Z6     \
-	VPMULLD      Z4, Z0, Z0      \
-	VPMULLD      (R15), Z6, Z6   \
-	VCVTDQ2PS    Z0, Z0          \
-	VCVTDQ2PS    Z6, Z6          \
-	VPBROADCASTD doff(R12), X7   \
-	VCVTPH2PS    X7, X7          \
-	VBROADCASTSS (R14), X8       \
-	VMULPS       X8, X7, X7      \
-	VBROADCASTSS X7, Z8          \
+// KSCALES(soff, doff) computes, at the start of a group (so that its latency hides behind
+// the dot products), the exact per-lane factors Z4 = sc·d and Z6 = m·dmin from the scales
+// sc[8], mins m[8] (u8) at soff and d, dmin (fp16) at doff.
+#define KSCALES(soff, doff) \
+	VPMOVZXBD    soff(R12), Z3     \
+	VPERMD       Z3, Z27, Z4       \
+	VPERMD       Z3, Z26, Z6       \
+	VCVTDQ2PS    Z4, Z4            \
+	VCVTDQ2PS    Z6, Z6            \
+	VPBROADCASTD doff(R12), X7     \
+	VCVTPH2PS    X7, X7            \
 	VSHUFPS      $0x55, X7, X7, X9 \
-	VBROADCASTSS X9, Z9          \
-	VFMADD231PS  Z8, Z0, Z30     \
-	VFMADD231PS  Z9, Z6, Z29
+	VBROADCASTSS X7, Z8            \
+	VBROADCASTSS X9, Z9            \
+	VMULPS       Z8, Z4, Z4        \
+	VMULPS       Z9, Z6, Z6
+
+// KFINISH: Z0+Z5 hold the 16 sub-block sums of codes·a; adds
+// float(sum)·(Z4·d_a) − float(bsum)·(Z6·d_a) to Z30, lane by lane. The multi-token kernels
+// (gemm_k_amd64.s) do exactly the same operations.
+#define KFINISH \
+	VPADDD       Z5, Z0, Z0        \
+	VCVTDQ2PS    Z0, Z0            \
+	VMULPS.BCST  64(R14), Z4, Z4   \
+	VFMADD231PS  Z4, Z0, Z30       \
+	VCVTDQ2PS    (R14), Z10        \
+	VMULPS.BCST  64(R14), Z6, Z6   \
+	VFNMADD231PS Z6, Z10, Z30
 
 #define NEXTK(gbytes) \
 	ADDQ $gbytes, R12 \
-	ADDQ $256, R13    \
-	ADDQ $4, R14      \
-	ADDQ $64, R15     \
+	ADDQ R11, R13     \
+	ADDQ R15, R14     \
 	DECQ BX
 
-// func gemvQ4_K(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+// func gemvQ4_K(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvQ4_K(SB), NOSPLIT, $0-64
 	LOAD_ARGS
 row:
@@ -103,11 +112,13 @@ row:
 group:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z5, Z5, Z5
+	KSCALES(128, 144)
+	PREFETCH_LINES_3
 	NIB(0)
 	DOT2(0)
 	NIB(1)
 	DOT2(1)
-	KFINISH(128, 144)
+	KFINISH
 	NEXTK(148)
 	JNE group
 	ROW_END
@@ -115,7 +126,7 @@ group:
 	VZEROUPPER
 	RET
 
-// func gemvQ5_K(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+// func gemvQ5_K(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvQ5_K(SB), NOSPLIT, $0-64
 	LOAD_ARGS
 row:
@@ -123,6 +134,8 @@ row:
 group:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z5, Z5, Z5
+	KSCALES(160, 176)
+	PREFETCH_LINES_3
 	NIB(0)
 	HI5(0, 128, Z1)
 	HI5(1, 128, Z2)
@@ -131,7 +144,7 @@ group:
 	HI5(2, 128, Z1)
 	HI5(3, 128, Z2)
 	DOT2(1)
-	KFINISH(160, 176)
+	KFINISH
 	NEXTK(180)
 	JNE group
 	ROW_END
@@ -142,7 +155,7 @@ group:
 // HI6(reg): reg |= Z8 & 0x30 (the two high bits, already shifted into bits 4-5 of Z8).
 #define HI6(reg) VPTERNLOGD $0xf8, Z25, Z8, reg
 
-// func gemvQ6_K(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+// func gemvQ6_K(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvQ6_K(SB), NOSPLIT, $0-64
 	LOAD_ARGS
 row:
@@ -150,7 +163,13 @@ row:
 group:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z5, Z5, Z5
+	VPMOVSXBD    192(R12), Z4
+	VPBROADCASTW 208(R12), X11
+	VCVTPH2PS    X11, X11
+	VMULSS       64(R14), X11, X11
+	VBROADCASTSS X11, Z11
 	VMOVDQU64 128(R12), Z7
+	PREFETCH_LINES_4
 	NIB(0)
 	VPSLLW $4, Z7, Z8
 	HI6(Z1)
@@ -164,17 +183,12 @@ group:
 	HI6(Z2)
 	DOT2(1)
 	VPADDD       Z5, Z0, Z0
-	VMOVDQU32    (R15), Z3
+	VMOVDQU32    (R14), Z3
 	VPSLLD       $5, Z3, Z3
 	VPSUBD       Z3, Z0, Z0
-	VPMOVSXBD    192(R12), Z4
 	VPMULLD      Z4, Z0, Z0
 	VCVTDQ2PS    Z0, Z0
-	VPBROADCASTW 208(R12), X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (R14), X7, X7
-	VBROADCASTSS X7, Z8
-	VFMADD231PS  Z8, Z0, Z30
+	VFMADD231PS  Z11, Z0, Z30
 	NEXTK(210)
 	JNE group
 	ROW_END

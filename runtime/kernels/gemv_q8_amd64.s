@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "gemv_prefetch_amd64.h"
 
 // Integer GEMV kernels (AVX-512 BW + VNNI) over the interleaved layouts of pack.go: per group
 // of 16 lanes, VPDPBUSD accumulates each lane's (weight code u8) × (activation s8) products in
@@ -12,13 +13,15 @@
 //   w      *byte    first packed row; stride bytes between rows
 //   rows   int
 //   groups int      groups per row
-//   act    *byte    interleaved activation codes of the token
-//   ad     *float32 activation scales: per block (Q8_0/Q8_1) or per super-block (Q8_K)
-//   asum   *int32   activation code sums: per block, or per 16 values (Q8_K)
-// For Q8_1 activations ad holds per group 16 scales d then 16 sums s.
+//   act    *byte    interleaved activation codes of the token's first group
+//   meta   *float32 the token's first 128-byte record (pack.go's ilRecord): Q8_0 16 scales d
+//                   then 16 code sums; Q8_1 16 d then 16 s; Q8_K 16 sums of 16 codes then d
+//   ntok   int      tokens in the activation batch: the next group of the same token is
+//                   ntok groups (and records) further on
 //
-// Register use: DI y, SI row, DX stride, CX rows left, R8 groups, R9 act, R10 ad, R11 asum;
-// per row R12 w, R13 act, R14 ad, R15 asum, BX groups left; AX scratch.
+// Register use: DI y, SI row, DX stride, CX rows left, R8 groups, R9 act, R10 meta, R11 act
+// step per group, R15 meta step per group; per row R12 w, R13 act, R14 meta, BX groups left;
+// AX scratch.
 
 #define HSUM_STORE \
 	VEXTRACTF64X4 $1, Z30, Y1 \
@@ -38,8 +41,11 @@
 	MOVQ rows+24(FP), CX     \
 	MOVQ groups+32(FP), R8   \
 	MOVQ act+40(FP), R9      \
-	MOVQ ad+48(FP), R10      \
-	MOVQ asum+56(FP), R11    \
+	MOVQ meta+48(FP), R10    \
+	MOVQ ntok+56(FP), R11    \
+	MOVQ R11, R15            \
+	SHLQ $9, R11            \
+	SHLQ $7, R15             \
 	MOVL $0x0f0f0f0f, AX     \
 	VPBROADCASTD AX, Z31     \
 	MOVL $0x10101010, AX     \
@@ -51,7 +57,6 @@
 	MOVQ SI, R12         \
 	MOVQ R9, R13         \
 	MOVQ R10, R14        \
-	MOVQ R11, R15        \
 	MOVQ R8, BX          \
 	VPXORD Z30, Z30, Z30 \
 	VPXORD Z29, Z29, Z29
@@ -83,23 +88,25 @@
 // IQ4(reg) maps codes 0..15 to IQ4_NL's values + 128 (table in Z24).
 #define IQ4(reg) VPSHUFB reg, Z24, reg
 
-// FINISH32(shift, doff) turns the lane sums of Z0+Z5 into floats: subtracts asum<<shift
-// (shift 0: no offset), multiplies by d_w (fp16 at doff) · d_a and accumulates into Z30.
-#define FINISH32(shift, doff) \
+// DSCALE(doff): Z4 = d_w (fp16 at doff) · d_a, computed at the start of a group so that its
+// latency hides behind the dot products.
+#define DSCALE(doff) \
+	VCVTPH2PS doff(R12), Z4 \
+	VMULPS    (R14), Z4, Z4
+
+// FINISH32(shift) turns the lane sums of Z0+Z5 into floats: subtracts (Σa)<<shift (the code
+// offset times the record's block sums) and accumulates float(sum)·Z4 into Z30.
+#define FINISH32(shift) \
 	VPADDD      Z5, Z0, Z0       \
-	VMOVDQU32   (R15), Z3        \
+	VMOVDQU32   64(R14), Z3      \
 	VPSLLD      $shift, Z3, Z3   \
 	VPSUBD      Z3, Z0, Z0       \
 	VCVTDQ2PS   Z0, Z0           \
-	VCVTPH2PS   doff(R12), Z4    \
-	VMULPS      (R14), Z4, Z4    \
 	VFMADD231PS Z4, Z0, Z30
 
-#define FINISH32_NOOFF(doff) \
+#define FINISH32_NOOFF \
 	VPADDD      Z5, Z0, Z0       \
 	VCVTDQ2PS   Z0, Z0           \
-	VCVTPH2PS   doff(R12), Z4    \
-	VMULPS      (R14), Z4, Z4    \
 	VFMADD231PS Z4, Z0, Z30
 
 // MIN32(moff) adds m_w (fp16 at moff) · s_a (after the group's 16 scales) into Z30.
@@ -107,14 +114,13 @@
 	VCVTPH2PS   moff(R12), Z4 \
 	VFMADD231PS 64(R14), Z4, Z30
 
-#define NEXT32(gbytes, dbytes) \
+#define NEXT32(gbytes) \
 	ADDQ $gbytes, R12 \
-	ADDQ $512, R13    \
-	ADDQ $dbytes, R14 \
-	ADDQ $64, R15     \
+	ADDQ R11, R13     \
+	ADDQ R15, R14     \
 	DECQ BX
 
-// func gemvQ4_0(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+// func gemvQ4_0(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvQ4_0(SB), NOSPLIT, $0-64
 	LOAD_ARGS
 row:
@@ -122,6 +128,8 @@ row:
 group:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z5, Z5, Z5
+	DSCALE(256)
+	PREFETCH_LINES_5
 	NIB(0)
 	DOT2(0)
 	NIB(1)
@@ -130,15 +138,15 @@ group:
 	DOT2(2)
 	NIB(3)
 	DOT2(3)
-	FINISH32(3, 256)
-	NEXT32(288, 64)
+	FINISH32(3)
+	NEXT32(288)
 	JNE group
 	ROW_END
 	JNE row
 	VZEROUPPER
 	RET
 
-// func gemvIQ4_NL(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+// func gemvIQ4_NL(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvIQ4_NL(SB), NOSPLIT, $0-64
 	LOAD_ARGS
 	VBROADCASTI32X4 iq4nlTable<>(SB), Z24
@@ -147,6 +155,8 @@ row:
 group:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z5, Z5, Z5
+	DSCALE(256)
+	PREFETCH_LINES_5
 	NIB(0)
 	IQ4(Z1)
 	IQ4(Z2)
@@ -163,15 +173,15 @@ group:
 	IQ4(Z1)
 	IQ4(Z2)
 	DOT2(3)
-	FINISH32(7, 256)
-	NEXT32(288, 64)
+	FINISH32(7)
+	NEXT32(288)
 	JNE group
 	ROW_END
 	JNE row
 	VZEROUPPER
 	RET
 
-// func gemvQ4_1(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+// func gemvQ4_1(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvQ4_1(SB), NOSPLIT, $0-64
 	LOAD_ARGS
 row:
@@ -179,6 +189,8 @@ row:
 group:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z5, Z5, Z5
+	DSCALE(256)
+	PREFETCH_LINES_5
 	NIB(0)
 	DOT2(0)
 	NIB(1)
@@ -187,9 +199,9 @@ group:
 	DOT2(2)
 	NIB(3)
 	DOT2(3)
-	FINISH32_NOOFF(256)
+	FINISH32_NOOFF
 	MIN32(288)
-	NEXT32(320, 128)
+	NEXT32(320)
 	JNE group
 	ROW_END
 	JNE row
@@ -202,7 +214,7 @@ group:
 	HI5(2*c, 256, Z1)   \
 	HI5(2*c+1, 256, Z2)
 
-// func gemvQ5_0(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+// func gemvQ5_0(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvQ5_0(SB), NOSPLIT, $0-64
 	LOAD_ARGS
 row:
@@ -210,6 +222,8 @@ row:
 group:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z5, Z5, Z5
+	DSCALE(320)
+	PREFETCH_LINES_6
 	NIB5(0)
 	DOT2(0)
 	NIB5(1)
@@ -218,15 +232,15 @@ group:
 	DOT2(2)
 	NIB5(3)
 	DOT2(3)
-	FINISH32(4, 320)
-	NEXT32(352, 64)
+	FINISH32(4)
+	NEXT32(352)
 	JNE group
 	ROW_END
 	JNE row
 	VZEROUPPER
 	RET
 
-// func gemvQ5_1(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+// func gemvQ5_1(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvQ5_1(SB), NOSPLIT, $0-64
 	LOAD_ARGS
 row:
@@ -234,6 +248,8 @@ row:
 group:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z5, Z5, Z5
+	DSCALE(320)
+	PREFETCH_LINES_6
 	NIB5(0)
 	DOT2(0)
 	NIB5(1)
@@ -242,9 +258,9 @@ group:
 	DOT2(2)
 	NIB5(3)
 	DOT2(3)
-	FINISH32_NOOFF(320)
+	FINISH32_NOOFF
 	MIN32(352)
-	NEXT32(384, 128)
+	NEXT32(384)
 	JNE group
 	ROW_END
 	JNE row
@@ -257,7 +273,7 @@ group:
 	VMOVDQU64 ((2*(c)+1)*64)(R12), Z2 \
 	DOT2(c)
 
-// func gemvQ8_0(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+// func gemvQ8_0(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvQ8_0(SB), NOSPLIT, $0-64
 	LOAD_ARGS
 row:
@@ -265,12 +281,14 @@ row:
 group:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z5, Z5, Z5
+	DSCALE(512)
+	PREFETCH_LINES_9
 	W8(0)
 	W8(1)
 	W8(2)
 	W8(3)
-	FINISH32(7, 512)
-	NEXT32(544, 64)
+	FINISH32(7)
+	NEXT32(544)
 	JNE group
 	ROW_END
 	JNE row

@@ -15,6 +15,20 @@ type implTable struct {
 	wantsIL func(k actKind) bool
 	// packs reports whether ActQuant products of type t read a repacked copy of the weights.
 	packs func(t WType) bool
+
+	// quantActs converts tokens [t0,t1) of a quantized activation batch (sized by Acts.size)
+	// from X, returning false when it does not handle a's kind.
+	quantActs func(a *Acts, X []float32, t0, t1 int) bool
+
+	// Vector operations (vec.go); nil: generic Go.
+	softmax  func(x *float32, n int)
+	siluMul  func(dst, gate, u *float32, n int)
+	dotRows  func(y, q, k *float32, stride, rows, n int, scale float32)
+	axpyRows func(out, p, v *float32, stride, rows, n int)
+
+	sumSquares func(x *float32, n int) float64
+	scaleMul   func(dst, x, w *float32, n int, scale float32)
+	add        func(dst, x *float32, n int)
 }
 
 var genericImpl = &implTable{name: "generic"}

@@ -22,10 +22,41 @@ var avx512Impl = &implTable{
 	mul:     avx512Mul,
 	wantsIL: func(k actKind) bool { return k == actQ8_0 || k == actQ8_1 || k == actQ8_K },
 	packs:   func(t WType) bool { _, ok := qKernels[t]; return ok },
+
+	quantActs: quantActsAVX512,
+
+	softmax:  softmaxAsm,
+	siluMul:  siluMulAsm,
+	dotRows:  dotRowsAsm,
+	axpyRows: axpyRowsAsm,
+
+	sumSquares: sumSquaresAsm,
+	scaleMul:   scaleMulAsm,
+	add:        addAsm,
 }
 
 // qKernel is the signature of the integer GEMV kernels.
-type qKernel func(y *float32, w *byte, stride, rows, groups int, act *byte, ad *float32, asum *int32)
+type qKernel func(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+// gKernel is the signature of the integer GEMM kernels (a tile of 8 or 4 tokens).
+type gKernel func(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+// gemmKernels holds, per weight type, the 8- and 4-token GEMM kernels (nil: GEMV per token).
+var gemmKernels = map[WType]struct{ x8, x4 gKernel }{
+	Q4_0:   {gemmQ4_0x8, gemmQ4_0x4},
+	IQ4_NL: {gemmIQ4_NLx8, gemmIQ4_NLx4},
+	Q4_1:   {gemmQ4_1x8, gemmQ4_1x4},
+	Q5_0:   {gemmQ5_0x8, gemmQ5_0x4},
+	Q5_1:   {gemmQ5_1x8, gemmQ5_1x4},
+	Q8_0:   {gemmQ8_0x8, gemmQ8_0x4},
+	Q4_K:   {gemmQ4_Kx8, gemmQ4_Kx4},
+	Q5_K:   {gemmQ5_Kx8, gemmQ5_Kx4},
+	Q6_K:   {gemmQ6_Kx8, gemmQ6_Kx4},
+}
+
+// gemmRowBlock is how many rows a multi-token product runs through every token tile before
+// moving on: the block's weights stay in L2 while the tiles pass over them.
+const gemmRowBlock = 64
 
 var qKernels = map[WType]qKernel{
 	Q4_0: gemvQ4_0, IQ4_NL: gemvIQ4_NL, Q4_1: gemvQ4_1, Q5_0: gemvQ5_0, Q5_1: gemvQ5_1,
@@ -48,22 +79,29 @@ func avx512Mul(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int) bool {
 		if k == nil || pk == nil {
 			return false
 		}
-		_, groups := ilLayout(a.kind, a.cols)
-		var perTok, dPerTok, sPerTok int
-		if a.kind == actQ8_K {
-			perTok, dPerTok, sPerTok = a.cols, groups, 16*groups
-		} else {
-			perTok, dPerTok, sPerTok = 512*groups, 16*groups, 16*groups
-			if a.kind == actQ8_1 {
-				dPerTok = 32 * groups
-			}
+		lane, groups := ilLayout(a.kind, a.cols)
+		gE, n := 16*lane, a.nTok
+		if n == 1 {
+			k(&Y[r0], &pk.data[r0*pk.rowBytes], pk.rowBytes, r1-r0, pk.groups, &a.il[0], &a.ilM[0], 1)
+			return true
 		}
-		for rb := r0; rb < r1; rb += tile {
-			re := min(rb+tile, r1)
+		g := gemmKernels[m.Type]
+		for rb := r0; rb < r1; rb += gemmRowBlock {
+			re := min(rb+gemmRowBlock, r1)
 			w := &pk.data[rb*pk.rowBytes]
-			for t := 0; t < a.nTok; t++ {
-				k(&Y[t*rows+rb], w, pk.rowBytes, re-rb, pk.groups,
-					&a.il[t*perTok], &a.ilD[t*dPerTok], &a.ilSm[t*sPerTok])
+			t := 0
+			if g.x8 != nil {
+				for ; t+8 <= n; t += 8 {
+					g.x8(&Y[t*rows+rb], rows, w, pk.rowBytes, re-rb, groups, &a.il[t*gE], &a.ilM[t*ilRecord], n)
+				}
+			}
+			if g.x4 != nil {
+				for ; t+4 <= n; t += 4 {
+					g.x4(&Y[t*rows+rb], rows, w, pk.rowBytes, re-rb, groups, &a.il[t*gE], &a.ilM[t*ilRecord], n)
+				}
+			}
+			for ; t < n; t++ {
+				k(&Y[t*rows+rb], w, pk.rowBytes, re-rb, groups, &a.il[t*gE], &a.ilM[t*ilRecord], n)
 			}
 		}
 		return true
@@ -154,4 +192,34 @@ func wordAt(t WType, row []byte, k int) float32 {
 		return bf16ToF32(le16(row[2*k:]))
 	}
 	return *(*float32)(unsafe.Pointer(&row[4*k]))
+}
+
+// quantActsAVX512 quantizes tokens [t0,t1) with the assembly quantizers, which write the ggml
+// layout and the interleaved copy in one pass.
+func quantActsAVX512(a *Acts, X []float32, t0, t1 int) bool {
+	cols, n := a.cols, a.nTok
+	switch a.kind {
+	case actQ8_0, actQ8_1:
+		nb, groups := cols/32, (cols+511)/512
+		for t := t0; t < t1; t++ {
+			if nb%16 != 0 { // zero the padding blocks of the last group
+				g := groups - 1
+				clear(a.il[(g*n+t)*512 : (g*n+t+1)*512])
+				clear(a.ilM[(g*n+t)*ilRecord : (g*n+t+1)*ilRecord])
+			}
+			var s *float32
+			if a.kind == actQ8_1 {
+				s = &a.s[t*nb]
+			}
+			quantQ8Asm(&X[t*cols], &a.qs[t*cols], &a.d[t*nb], s, &a.il[t*512], &a.ilM[t*ilRecord], nb, n)
+		}
+	case actQ8_K:
+		nb := cols / 256
+		for t := t0; t < t1; t++ {
+			quantQ8KAsm(&X[t*cols], &a.qs[t*cols], &a.d[t*nb], &a.bsums[16*t*nb], &a.il[t*256], &a.ilM[t*ilRecord], nb, n)
+		}
+	default:
+		return false
+	}
+	return true
 }

@@ -99,6 +99,12 @@ func (m *Matrix) actKind() actKind {
 	return actF32
 }
 
+// SharesActs reports whether m's products take activations prepared for o (the same column
+// count and activation form), so that one Prepare serves both.
+func (m *Matrix) SharesActs(o *Matrix) bool {
+	return m.Cols == o.Cols && m.actKind() == o.actKind()
+}
+
 // Pack builds the repacked copy of the weights that the current implementation's quantized
 // kernels read (about the size of Data, on the heap; Data itself is still read by the generic
 // code, so it may stay a read-only file mapping). Products call it on first use; calling it
@@ -145,38 +151,86 @@ func (m *Matrix) Prepare(a *Acts, X []float32, nTok int) {
 
 // prepareActs fills a for kind k.
 func prepareActs(a *Acts, k actKind, X []float32, nTok, cols int) {
+	a.size(k, nTok, cols)
+	a.convert(X, 0, nTok)
+}
+
+// PrepareOn is Prepare with the conversion of the tokens spread over the workers of p (the
+// caller must not be running another job of p).
+func (m *Matrix) PrepareOn(p *Pool, a *Acts, X []float32, nTok int) {
+	m.valid()
+	if nTok < 0 || len(X) < nTok*m.Cols {
+		panic(fmt.Sprintf("kernels: PrepareOn: %d tokens of %d columns need %d values, have %d", nTok, m.Cols, nTok*m.Cols, len(X)))
+	}
+	a.size(m.actKind(), nTok, m.Cols)
+	X = X[:nTok*m.Cols]
+	// Tokens of at least ~16k values per chunk, so that small batches stay on one thread (and
+	// allocate no job).
+	grain := max(1, (1<<14)/m.Cols)
+	if nTok <= grain || p.Workers() == 1 {
+		a.convert(X, 0, nTok)
+		return
+	}
+	p.Run(nTok, grain, func(_, lo, hi int) { a.convert(X, lo, hi) })
+}
+
+// size sets a's kind and shape and sizes its buffers for the current implementation.
+func (a *Acts) size(k actKind, nTok, cols int) {
 	a.kind, a.impl, a.nTok, a.cols = k, current, nTok, cols
+	n := nTok * cols
 	switch k {
 	case actF32, actF16, actBF16:
-		a.f = growF32(a.f, len(X))
-		switch k {
-		case actF32:
-			copy(a.f, X)
-		case actF16:
-			for i, v := range X {
-				a.f[i] = roundF16(v)
-			}
-		case actBF16:
-			for i, v := range X {
-				a.f[i] = roundBF16(v)
-			}
-		}
+		a.f = growF32(a.f, n)
+		return
 	case actQ8_0, actQ8_1:
-		nb := len(X) / 32
-		a.qs, a.d = growI8(a.qs, len(X)), growF32(a.d, nb)
-		var s []float32
+		a.qs, a.d = growI8(a.qs, n), growF32(a.d, n/32)
 		if k == actQ8_1 {
-			a.s = growF32(a.s, nb)
-			s = a.s
+			a.s = growF32(a.s, n/32)
 		}
-		quantizeQ8_0(a.qs, a.d, s, X)
 	case actQ8_K:
-		nb := len(X) / 256
-		a.qs, a.d, a.bsums = growI8(a.qs, len(X)), growF32(a.d, nb), growI16(a.bsums, 16*nb)
-		quantizeQ8_K(a.qs, a.d, a.bsums, X)
+		a.qs, a.d, a.bsums = growI8(a.qs, n), growF32(a.d, n/256), growI16(a.bsums, n/16)
 	}
 	if current.wantsIL != nil && current.wantsIL(k) {
-		interleaveActs(a)
+		ilSize(a)
+	}
+}
+
+// convert fills tokens [t0,t1) of a (sized by size) from X (all tokens, row-major).
+func (a *Acts) convert(X []float32, t0, t1 int) {
+	cols := a.cols
+	x := X[t0*cols : t1*cols]
+	switch a.kind {
+	case actF32:
+		copy(a.f[t0*cols:], x)
+		return
+	case actF16:
+		for i, v := range x {
+			a.f[t0*cols+i] = roundF16(v)
+		}
+		return
+	case actBF16:
+		for i, v := range x {
+			a.f[t0*cols+i] = roundBF16(v)
+		}
+		return
+	}
+	if current.quantActs != nil && current.quantActs(a, X, t0, t1) {
+		return
+	}
+	switch a.kind {
+	case actQ8_0, actQ8_1:
+		b0, b1 := t0*cols/32, t1*cols/32
+		var s []float32
+		if a.kind == actQ8_1 {
+			s = a.s[b0:b1]
+		}
+		quantizeQ8_0(a.qs[t0*cols:t1*cols], a.d[b0:b1], s, x)
+	case actQ8_K:
+		b0, b1 := t0*cols/256, t1*cols/256
+		quantizeQ8_K(a.qs[t0*cols:t1*cols], a.d[b0:b1], a.bsums[16*b0:16*b1], x)
+	}
+	if current.wantsIL != nil && current.wantsIL(a.kind) {
+		interleaveTokens(a, t0, t1)
 	}
 }
 

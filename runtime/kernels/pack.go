@@ -1,6 +1,9 @@
 package kernels
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // Repacked ("interleaved") layouts read by the assembly kernels.
 //
@@ -10,7 +13,9 @@ import "encoding/binary"
 // 256-element super-block. With W elements per lane, step s (0 ≤ s < W/4) of a group is 64
 // bytes: byte 4j+b holds element W·j + 4s + b. One VPDPBUSD per step then accumulates in 32-bit
 // lane j the dot product of lane j's elements, so a group's 16 lane sums come out without any
-// horizontal reduction. Activations are interleaved the same way (interleaveActs).
+// horizontal reduction. Activations are interleaved the same way (interleaveTokens, or the
+// assembly quantizers of quant_amd64.s), group-major over the tokens of a batch: group g of
+// token t is the (g·nTok + t)-th, so that the tokens of a GEMM tile sit together.
 //
 // 4-bit values take two steps per 64 bytes: byte 4j+b of nibble chunk c holds step 2c's value
 // in its low nibble and step 2c+1's in its high one. Per group, in order:
@@ -235,58 +240,77 @@ func ilLayout(k actKind, cols int) (lane, groups int) {
 	return 32, (cols + 511) / 512
 }
 
-// interleaveActs fills a's interleaved copies from its ggml-layout quantized values.
-func interleaveActs(a *Acts) {
-	if a.kind != actQ8_0 && a.kind != actQ8_1 && a.kind != actQ8_K {
-		return
-	}
+// ilRecord is the float32 count of one (group, token) record of Acts.ilM (128 bytes):
+//
+//	Q8_0  d[16] float32, Σq[16] int32 (per block of 32)
+//	Q8_1  d[16] float32, s[16] float32
+//	Q8_K  bsums[16] int32 (per 16 values), d float32, 15 unused
+//
+// Padding blocks of a row's last group have zero values, scales and sums.
+const ilRecord = 32
+
+// ilSize sizes a's interleaved buffers for its kind, token count and columns.
+func ilSize(a *Acts) {
 	lane, groups := ilLayout(a.kind, a.cols)
-	gElems := 16 * lane
-	perTok := groups * gElems
-	a.il = growU8(a.il, a.nTok*perTok)
-	clear(a.il)
-	if a.kind == actQ8_K {
-		nb := a.cols / 256
-		a.ilD = growF32(a.ilD, a.nTok*nb)
-		copy(a.ilD, a.d[:a.nTok*nb])
-		a.ilSm = growI32(a.ilSm, a.nTok*16*nb)
-		for i, v := range a.bsums[:a.nTok*16*nb] {
-			a.ilSm[i] = int32(v)
-		}
-	} else {
-		// Per group: 16 scales d, then (Q8_1) 16 sums s; padding blocks stay zero.
-		nbTok, per := a.cols/32, 16
-		if a.kind == actQ8_1 {
-			per = 32
-		}
-		a.ilD = growF32(a.ilD, a.nTok*groups*per)
-		a.ilSm = growI32(a.ilSm, a.nTok*groups*16)
-		clear(a.ilD)
-		clear(a.ilSm)
-		for t := 0; t < a.nTok; t++ {
-			for b := 0; b < nbTok; b++ {
-				g, j := t*groups+b/16, b%16
-				a.ilD[g*per+j] = a.d[t*nbTok+b]
-				if a.kind == actQ8_1 {
-					a.ilD[g*per+16+j] = a.s[t*nbTok+b]
+	a.il = growU8(a.il, groups*a.nTok*16*lane)
+	a.ilM = growF32(a.ilM, groups*a.nTok*ilRecord)
+}
+
+// interleaveTokens fills a's interleaved copies of tokens [t0,t1) from its ggml-layout
+// quantized values (ilSize must have sized the buffers).
+func interleaveTokens(a *Acts, t0, t1 int) {
+	lane, groups := ilLayout(a.kind, a.cols)
+	gE := 16 * lane
+	n := a.nTok
+	for t := t0; t < t1; t++ {
+		src := a.qs[t*a.cols : (t+1)*a.cols]
+		for g := 0; g < groups; g++ {
+			dst := a.il[(g*n+t)*gE : (g*n+t+1)*gE]
+			rec := a.ilM[(g*n+t)*ilRecord : (g*n+t+1)*ilRecord]
+			sums := unsafe.Slice((*int32)(unsafe.Pointer(&rec[16])), 16)
+			if a.kind == actQ8_K {
+				blk := src[256*g : 256*g+256]
+				for j := 0; j < 16; j++ { // sub-block j: 4 words, word s to step s
+					for s := 0; s < 4; s++ {
+						putWord(dst, 64*s+4*j, blk, 16*j+4*s)
+					}
 				}
-				sum := int32(0)
-				for _, v := range a.qs[t*a.cols+32*b : t*a.cols+32*b+32] {
+				bs := a.bsums[16*(t*groups+g):]
+				for j := range 16 {
+					*(*int32)(unsafe.Pointer(&rec[j])) = int32(bs[j])
+				}
+				rec[16] = a.d[t*groups+g]
+				continue
+			}
+			nb := min(16, a.cols/32-16*g) // real blocks in this group
+			if nb < 16 {
+				clear(dst)
+				clear(rec)
+			}
+			for j := 0; j < nb; j++ {
+				b := 16*g + j
+				blk := src[32*b : 32*b+32]
+				var sum int32
+				for _, v := range blk {
 					sum += int32(v)
 				}
-				a.ilSm[g*16+j] = sum
+				for s := 0; s < 8; s++ {
+					putWord(dst, 64*s+4*j, blk, 4*s)
+				}
+				rec[j] = a.d[t*(a.cols/32)+b]
+				if a.kind == actQ8_1 {
+					rec[16+j] = a.s[t*(a.cols/32)+b]
+				} else {
+					sums[j] = sum
+				}
 			}
 		}
 	}
-	for t := 0; t < a.nTok; t++ {
-		src := a.qs[t*a.cols : (t+1)*a.cols]
-		dst := a.il[t*perTok : (t+1)*perTok]
-		for g := 0; g*gElems < a.cols; g++ {
-			out := dst[g*gElems : (g+1)*gElems]
-			end := min(a.cols, (g+1)*gElems)
-			for e, v := range src[g*gElems : end] {
-				out[ilIndex(e, lane)] = uint8(v)
-			}
-		}
-	}
+}
+
+// putWord copies the 4 bytes of src at i to dst at o.
+func putWord(dst []byte, o int, src []int8, i int) {
+	_ = src[i+3]
+	_ = dst[o+3]
+	*(*uint32)(unsafe.Pointer(&dst[o])) = *(*uint32)(unsafe.Pointer(&src[i]))
 }

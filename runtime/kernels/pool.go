@@ -35,6 +35,14 @@ type Pool struct {
 
 	closed atomic.Bool
 	wg     sync.WaitGroup
+
+	// RunDynamic's job: chunks claimed from next by every worker of a Run.
+	dyn struct {
+		n, chunk, workers int
+		next              atomic.Int64
+		f                 func(w, lo, hi int)
+	}
+	dynRun func(w, lo, hi int) // p.runDynamic, made once
 }
 
 type poolJob struct {
@@ -73,6 +81,7 @@ func NewPool(n int) *Pool {
 	n = max(1, min(n, MaxWorkers))
 	p := &Pool{n: n, done: make(chan struct{}, 1)}
 	p.spin.Store(int64(DefaultSpin))
+	p.dynRun = p.runDynamic
 	p.workers = make([]*poolWorker, n)
 	for w := 1; w < n; w++ {
 		pw := &poolWorker{wake: make(chan struct{}, 1)}
@@ -142,6 +151,49 @@ func (p *Pool) Run(n, grain int, f func(w, lo, hi int)) {
 	if v := p.panicVal; v != nil {
 		p.panicVal = nil
 		panic(fmt.Sprintf("kernels: pool worker panicked: %v", v))
+	}
+}
+
+// RunDynamic calls f(w, lo, hi) for chunks [lo,hi) covering [0,n) once, handing them out one
+// at a time to whichever worker asks first (guided self-scheduling): a chunk is a multiple of
+// chunk elements (the last one may be shorter), about 1/(2·workers) of what is left, so that
+// the first chunks are large and the last ones small. A worker that is slow, descheduled by
+// another process or late to wake does less of the work instead of holding up the job, and
+// the workers finish close together. w is the worker (the caller is 0): calls with the same w
+// never run concurrently, so w can index per-worker scratch, but one worker may get several
+// chunks. Run's other rules apply.
+func (p *Pool) RunDynamic(n, chunk int, f func(w, lo, hi int)) {
+	chunk = max(chunk, 1)
+	if n <= 0 {
+		return
+	}
+	chunks := (n + chunk - 1) / chunk
+	if chunks == 1 || p.n == 1 || p.closed.Load() {
+		f(0, 0, n)
+		return
+	}
+	d := &p.dyn
+	d.n, d.chunk, d.f = n, chunk, f
+	d.workers = min(p.n, chunks)
+	d.next.Store(0)
+	p.Run(d.workers, 1, p.dynRun)
+	d.f = nil
+}
+
+// runDynamic is the job of RunDynamic on worker w: claim chunks until none are left.
+func (p *Pool) runDynamic(w, _, _ int) {
+	d := &p.dyn
+	for {
+		lo := int(d.next.Load())
+		if lo >= d.n {
+			return
+		}
+		size := (d.n - lo) / (2 * d.workers)
+		size = max(1, (size+d.chunk/2)/d.chunk) * d.chunk
+		hi := min(d.n, lo+size)
+		if d.next.CompareAndSwap(int64(lo), int64(hi)) {
+			d.f(w, lo, hi)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -108,4 +109,56 @@ func TestPoolMatVec(t *testing.T) {
 			t.Fatalf("Y[%d] = %v, want %v", i, Y[i], want[i])
 		}
 	}
+}
+
+// TestPoolRunDynamic checks that every index is visited exactly once, in chunks that are
+// multiples of the asked size, that calls of one worker never overlap, and that a stalled
+// worker's share is done by the others.
+func TestPoolRunDynamic(t *testing.T) {
+	p := NewPool(3)
+	defer p.Close()
+	for job := 0; job < 200; job++ {
+		n := 1 + job%131
+		chunk := 1 + job%9
+		hits := make([]atomic.Int32, n)
+		var busy [3]atomic.Int32
+		p.RunDynamic(n, chunk, func(w, lo, hi int) {
+			if busy[w].Add(1) != 1 {
+				t.Errorf("worker %d runs two chunks at once", w)
+			}
+			if lo%chunk != 0 || ((hi-lo)%chunk != 0 && hi != n) {
+				t.Errorf("chunk [%d,%d) of %d with size %d", lo, hi, n, chunk)
+			}
+			for i := lo; i < hi; i++ {
+				hits[i].Add(1)
+			}
+			busy[w].Add(-1)
+		})
+		for i := range hits {
+			if hits[i].Load() != 1 {
+				t.Fatalf("job %d: index %d visited %d times", job, i, hits[i].Load())
+			}
+		}
+	}
+	// Worker 1 stalls on its first chunk: the others must take the rest.
+	var byWorker [3]atomic.Int32
+	p.RunDynamic(60, 1, func(w, lo, hi int) {
+		if byWorker[w].Add(1) == 1 && w == 1 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	if n := byWorker[1].Load(); n >= 30 {
+		t.Errorf("stalled worker ran %d of 60 chunks", n)
+	}
+	// Panics reach the caller.
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "boom") {
+			t.Errorf("panic %v, want boom", v)
+		}
+	}()
+	p.RunDynamic(40, 1, func(w, lo, hi int) {
+		if lo <= 17 && 17 < hi {
+			panic("boom")
+		}
+	})
 }

@@ -1,0 +1,267 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+#include "gemm_amd64.h"
+
+// Multi-token integer GEMM kernels for the K-quants (tiles of 8 and 4 tokens), over the layouts of pack.go: a group is one 256-element super-block, a lane one
+// 16-element sub-block, and a token's group of activations 256 bytes. Arguments and registers
+// as in gemm_q_amd64.s. Each (row, token) pair goes through exactly the float operations of
+// the GEMV kernels of gemv_k_amd64.s, so that a token's result does not depend on its batch.
+
+// KDOT(t, acc, c): token t's steps 2c, 2c+1 into acc.
+#define KDOT(t, acc, c) \
+	VPDPBUSD ((t)*256+2*(c)*64)(R13), Z16, acc \
+	VPDPBUSD ((t)*256+(2*(c)+1)*64)(R13), Z17, acc
+
+#define KDOTS8(c) \
+	KDOT(0, Z0, c) \
+	KDOT(1, Z1, c) \
+	KDOT(2, Z2, c) \
+	KDOT(3, Z3, c) \
+	KDOT(4, Z4, c) \
+	KDOT(5, Z5, c) \
+	KDOT(6, Z6, c) \
+	KDOT(7, Z7, c)
+
+#define KDOTS4(c) \
+	KDOT(0, Z0, c) \
+	KDOT(1, Z1, c) \
+	KDOT(2, Z2, c) \
+	KDOT(3, Z3, c)
+
+#define NIBS(c) \
+	VMOVDQU64 ((c)*64)(R12), Z16 \
+	VPSRLW    $4, Z16, Z17       \
+	VPANDD    Z31, Z16, Z16      \
+	VPANDD    Z31, Z17, Z17
+
+// ---- Q4_K, Q5_K -------------------------------------------------------------------------
+// Per group (computed first, so that their latency hides behind the dot products): Z18 = sc·d
+// and Z19 = m·dmin per lane (exact), from the scales at soff and the
+// fp16 d, dmin at doff; Z26, Z27 the lane → scale index tables. Per token, as KFINISH:
+// facc += float(acc)·(Z18·d_a) − float(bsum)·(Z19·d_a).
+
+#define KSCALES(soff, doff) \
+	VPMOVZXBD    soff(R12), Z22       \
+	VPERMD       Z22, Z27, Z18        \
+	VPERMD       Z22, Z26, Z19        \
+	VCVTDQ2PS    Z18, Z18             \
+	VCVTDQ2PS    Z19, Z19             \
+	VPBROADCASTD doff(R12), X22       \
+	VCVTPH2PS    X22, X22             \
+	VSHUFPS      $0x55, X22, X22, X23 \
+	VBROADCASTSS X22, Z22             \
+	VBROADCASTSS X23, Z23             \
+	VMULPS       Z22, Z18, Z18        \
+	VMULPS       Z23, Z19, Z19
+
+#define KFIN(t, acc, facc) \
+	VCVTDQ2PS    acc, acc                     \
+	VMULPS.BCST  ((t)*128+64)(R14), Z18, Z20  \
+	VFMADD231PS  Z20, acc, facc               \
+	VCVTDQ2PS    ((t)*128)(R14), Z22          \
+	VMULPS.BCST  ((t)*128+64)(R14), Z19, Z23  \
+	VFNMADD231PS Z23, Z22, facc
+
+#define HI5K(c) \
+	KMOVQ (128+16*(c))(R12), K1   \
+	VPADDB Z28, Z16, K1, Z16      \
+	KMOVQ (128+16*(c)+8)(R12), K1 \
+	VPADDB Z28, Z17, K1, Z17
+
+#define GEMMK8_BODY(HI, soff, doff, gbytes) \
+	VMOVDQU32 kpermG<>+0(SB), Z27  \
+	VMOVDQU32 kpermG<>+64(SB), Z26 \
+	ZERO4(Z8, Z9, Z10, Z11)    \
+	ZERO4(Z12, Z13, Z14, Z15)  \
+rowk8:                        \
+	ROW_START                  \
+groupk8:                      \
+	ZERO4(Z0, Z1, Z2, Z3)      \
+	ZERO4(Z4, Z5, Z6, Z7)      \
+	KSCALES(soff, doff)        \
+	NIBS(0)                    \
+	HI(0)                      \
+	KDOTS8(0)                  \
+	NIBS(1)                    \
+	HI(1)                      \
+	KDOTS8(1)                  \
+	KFIN(0, Z0, Z8)            \
+	KFIN(1, Z1, Z9)            \
+	KFIN(2, Z2, Z10)           \
+	KFIN(3, Z3, Z11)           \
+	KFIN(4, Z4, Z12)           \
+	KFIN(5, Z5, Z13)           \
+	KFIN(6, Z6, Z14)           \
+	KFIN(7, Z7, Z15)           \
+	NEXT_GROUP(gbytes)         \
+	JNE groupk8                \
+	REDUCE_STORE8              \
+	NEXT_ROW                   \
+	JNE rowk8                  \
+	VZEROUPPER                 \
+	RET
+
+#define GEMMK4_BODY(HI, soff, doff, gbytes) \
+	VMOVDQU32 kpermG<>+0(SB), Z27  \
+	VMOVDQU32 kpermG<>+64(SB), Z26 \
+	ZERO4(Z8, Z9, Z10, Z11)    \
+rowk4:                        \
+	ROW_START                  \
+groupk4:                      \
+	ZERO4(Z0, Z1, Z2, Z3)      \
+	KSCALES(soff, doff)        \
+	NIBS(0)                    \
+	HI(0)                      \
+	KDOTS4(0)                  \
+	NIBS(1)                    \
+	HI(1)                      \
+	KDOTS4(1)                  \
+	KFIN(0, Z0, Z8)            \
+	KFIN(1, Z1, Z9)            \
+	KFIN(2, Z2, Z10)           \
+	KFIN(3, Z3, Z11)           \
+	NEXT_GROUP(gbytes)         \
+	JNE groupk4                \
+	REDUCE_STORE4              \
+	NEXT_ROW                   \
+	JNE rowk4                  \
+	VZEROUPPER                 \
+	RET
+
+#define NOHI(c)
+
+// func gemmQ4_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemmQ4_Kx8(SB), NOSPLIT, $0-72
+	LOAD_GEMM_ARGS(8)
+	GEMMK8_BODY(NOHI, 128, 144, 148)
+
+// func gemmQ5_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemmQ5_Kx8(SB), NOSPLIT, $0-72
+	LOAD_GEMM_ARGS(8)
+	GEMMK8_BODY(HI5K, 160, 176, 180)
+
+// func gemmQ4_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemmQ4_Kx4(SB), NOSPLIT, $0-72
+	LOAD_GEMM_ARGS(8)
+	GEMMK4_BODY(NOHI, 128, 144, 148)
+
+// func gemmQ5_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemmQ5_Kx4(SB), NOSPLIT, $0-72
+	LOAD_GEMM_ARGS(8)
+	GEMMK4_BODY(HI5K, 160, 176, 180)
+
+// ---- Q6_K -------------------------------------------------------------------------------
+// Per group: Z18 the high bits, Z20 the signed sub-block scales, Z22 d in every lane; Z25
+// the 0x30 mask. As gemvQ6_K: (Σ code·a − 32·Σa)·scale, times d·d_a.
+
+#define Q6HI0 \
+	VPSLLW     $4, Z18, Z19           \
+	VPTERNLOGD $0xf8, Z25, Z19, Z16   \
+	VPSLLW     $2, Z18, Z19           \
+	VPTERNLOGD $0xf8, Z25, Z19, Z17
+
+#define Q6HI1 \
+	VPTERNLOGD $0xf8, Z25, Z18, Z16   \
+	VPSRLW     $2, Z18, Z19           \
+	VPTERNLOGD $0xf8, Z25, Z19, Z17
+
+#define Q6FIN(t, acc, facc) \
+	VPSLLD      $5, ((t)*128)(R14), Z24     \
+	VPSUBD      Z24, acc, acc               \
+	VPMULLD     Z20, acc, acc               \
+	VCVTDQ2PS   acc, acc                    \
+	VMULPS.BCST ((t)*128+64)(R14), Z22, Z23 \
+	VFMADD231PS Z23, acc, facc
+
+#define Q6SCALES \
+	VPMOVSXBD    192(R12), Z20 \
+	VPBROADCASTW 208(R12), Y22 \
+	VCVTPH2PS    Y22, Z22
+
+#define Q6CONST \
+	MOVL $0x30303030, BX \
+	VPBROADCASTD BX, Z25
+
+// func gemmQ6_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemmQ6_Kx8(SB), NOSPLIT, $0-72
+	LOAD_GEMM_ARGS(8)
+	Q6CONST
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+row:
+	ROW_START
+group:
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	Q6SCALES
+	VMOVDQU64 128(R12), Z18
+	NIBS(0)
+	Q6HI0
+	KDOTS8(0)
+	NIBS(1)
+	Q6HI1
+	KDOTS8(1)
+	Q6FIN(0, Z0, Z8)
+	Q6FIN(1, Z1, Z9)
+	Q6FIN(2, Z2, Z10)
+	Q6FIN(3, Z3, Z11)
+	Q6FIN(4, Z4, Z12)
+	Q6FIN(5, Z5, Z13)
+	Q6FIN(6, Z6, Z14)
+	Q6FIN(7, Z7, Z15)
+	NEXT_GROUP(210)
+	JNE group
+	REDUCE_STORE8
+	NEXT_ROW
+	JNE row
+	VZEROUPPER
+	RET
+
+// func gemmQ6_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemmQ6_Kx4(SB), NOSPLIT, $0-72
+	LOAD_GEMM_ARGS(8)
+	Q6CONST
+	ZERO4(Z8, Z9, Z10, Z11)
+row:
+	ROW_START
+group:
+	ZERO4(Z0, Z1, Z2, Z3)
+	Q6SCALES
+	VMOVDQU64 128(R12), Z18
+	NIBS(0)
+	Q6HI0
+	KDOTS4(0)
+	NIBS(1)
+	Q6HI1
+	KDOTS4(1)
+	Q6FIN(0, Z0, Z8)
+	Q6FIN(1, Z1, Z9)
+	Q6FIN(2, Z2, Z10)
+	Q6FIN(3, Z3, Z11)
+	NEXT_GROUP(210)
+	JNE group
+	REDUCE_STORE4
+	NEXT_ROW
+	JNE row
+	VZEROUPPER
+	RET
+
+// Lane → sub-block scale index (as kperm in gemv_k_amd64.s): sc then m.
+DATA kpermG<>+0(SB)/8, $0x0000000000000000
+DATA kpermG<>+8(SB)/8, $0x0000000100000001
+DATA kpermG<>+16(SB)/8, $0x0000000200000002
+DATA kpermG<>+24(SB)/8, $0x0000000300000003
+DATA kpermG<>+32(SB)/8, $0x0000000400000004
+DATA kpermG<>+40(SB)/8, $0x0000000500000005
+DATA kpermG<>+48(SB)/8, $0x0000000600000006
+DATA kpermG<>+56(SB)/8, $0x0000000700000007
+DATA kpermG<>+64(SB)/8, $0x0000000800000008
+DATA kpermG<>+72(SB)/8, $0x0000000900000009
+DATA kpermG<>+80(SB)/8, $0x0000000a0000000a
+DATA kpermG<>+88(SB)/8, $0x0000000b0000000b
+DATA kpermG<>+96(SB)/8, $0x0000000c0000000c
+DATA kpermG<>+104(SB)/8, $0x0000000d0000000d
+DATA kpermG<>+112(SB)/8, $0x0000000e0000000e
+DATA kpermG<>+120(SB)/8, $0x0000000f0000000f
+GLOBL kpermG<>(SB), RODATA|NOPTR, $128
