@@ -1,6 +1,7 @@
 # gquant: the two commands of the README.
-#   make demo   the main job on the bundled model (stories260k): convert to GGUF, then verify the
-#               artifacts against the bf16 checkpoint on held-out text (fails if too far)
+#   make demo   the main job on the bundled model (stories260k): calibrate, convert to GGUF and to
+#               gqf (w8a16, for NPUs), verify every artifact against the bf16 checkpoint on
+#               held-out text (fails if too far), export ONNX QDQ and AIMET encodings
 #   make test   everything CI runs: vet, unit tests (asm and pure Go, GOAMD64 v1 and v3) and the
 #               interop tests against stock llama.cpp (node-llama-cpp)
 
@@ -30,6 +31,12 @@ demo: build
 		--save-ref $(OUT)/ref.kld --min-snr 30 --json $(OUT)/verify-q8_0.json --force
 	./bin/gquant verify $(OUT)/stories260k-q4_k_m.gguf --ref-logits $(OUT)/ref.kld \
 		--max-kl 0.2 --json $(OUT)/verify-q4_k_m.json --plot $(OUT)/verify-q4_k_m.png --force
+	./bin/gquant convert $(MODEL) -o $(OUT)/stories260k-w8a16.gqf --format gqf --scheme w8a16 \
+		--stats $(OUT)/stats.gguf --corpus $(CALIB) --force
+	./bin/gquant verify $(OUT)/stories260k-w8a16.gqf --ref-logits $(OUT)/ref.kld --min-snr 35 \
+		--json $(OUT)/verify-w8a16.json --force
+	./bin/gquant export $(OUT)/stories260k-w8a16.gqf --to onnx -o $(OUT)/stories260k-w8a16.onnx --force
+	./bin/gquant export $(OUT)/stories260k-w8a16.gqf --to aimet-json -o $(OUT)/stories260k-w8a16.encodings.json --force
 
 # Peers for the interop tests, pinned in testdata/interop/package.json. Only llama.cpp's CPU
 # backend is installed (--omit=optional skips the CUDA and Vulkan builds).
