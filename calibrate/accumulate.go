@@ -151,11 +151,38 @@ type ActStats struct {
 	Min, Max float32
 	// Hist is the histogram of every value seen.
 	Hist Histogram
+	// Held reports whether the extremes below were collected (false in statistics written
+	// before they existed: then no range is widened for unseen values).
+	Held bool
+	// FitMin and FitMax are the extremes over the fit chunks, HeldMin and HeldMax those over
+	// the held-out chunks (every HoldoutEvery-th); Min and Max are the extremes of both. How
+	// far the held-out extremes reach past the fit ones estimates how far new text reaches
+	// past the calibrated range (see Range).
+	FitMin, FitMax, HeldMin, HeldMax float32
+
+	fitSeen, heldSeen bool // while collecting: whether each pair holds values
+}
+
+// HoldoutEvery makes every HoldoutEvery-th calibration chunk (chunk index i with
+// i%HoldoutEvery == HoldoutEvery-1) a held-out chunk, whose extremes are kept apart.
+const HoldoutEvery = 4
+
+// addExtremes folds a batch's extremes into the fit or held-out pair.
+func (a *ActStats) addExtremes(lo, hi float32, held bool) {
+	pmin, pmax, seen := &a.FitMin, &a.FitMax, &a.fitSeen
+	if held {
+		pmin, pmax, seen = &a.HeldMin, &a.HeldMax, &a.heldSeen
+	}
+	if !*seen {
+		*pmin, *pmax, *seen = lo, hi, true
+		return
+	}
+	*pmin, *pmax = min(*pmin, lo), max(*pmax, hi)
 }
 
 // add accumulates a batch of finite values and returns the number of non-finite ones (which
 // are not counted).
-func (a *ActStats) add(x []float32) (bad int) {
+func (a *ActStats) add(x []float32, held bool) (bad int) {
 	lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
 	for _, v := range x {
 		lo, hi = min(lo, v), max(hi, v) // a NaN makes both NaN
@@ -178,6 +205,7 @@ func (a *ActStats) add(x []float32) (bad int) {
 	} else {
 		a.Min, a.Max = min(a.Min, lo), max(a.Max, hi)
 	}
+	a.addExtremes(lo, hi, held)
 	a.Hist.Add(x, lo, hi)
 	return 0
 }

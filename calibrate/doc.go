@@ -48,6 +48,11 @@
 //	A.min, A.max     F32 [1]
 //	A.hist           F64 [bins]    counts of the histogram
 //	A.hist_bounds    F64 [2]       left edge of the first bin, right edge of the last
+//	A.fit_range      F32 [2]       min and max over the fit chunks (optional, with held_range)
+//	A.held_range     F32 [2]       min and max over the held-out chunks (every HoldoutEvery-th)
+//
+// Files without fit_range and held_range (written before they existed, or from fewer than
+// HoldoutEvery chunks) read with ActStats.Held false: RangeSQNR then does not widen ranges.
 //
 // ReadStats reads this file, and llama.cpp's imatrix files (GGUF and legacy .dat) too; those
 // carry only Σx² and counts (Σx when present).

@@ -9,7 +9,7 @@ import (
 // addAll feeds values in batches the way the collector does.
 func addAll(a *ActStats, xs []float32, batch int) {
 	for i := 0; i < len(xs); i += batch {
-		a.add(xs[i:min(i+batch, len(xs))])
+		a.add(xs[i:min(i+batch, len(xs))], false)
 	}
 }
 
@@ -63,8 +63,8 @@ func TestHistogramCounts(t *testing.T) {
 // overflowing, and still counts everything.
 func TestHistogramFromZeros(t *testing.T) {
 	a := &ActStats{}
-	a.add(make([]float32, 10))
-	a.add([]float32{3e38, -2e38, 1})
+	a.add(make([]float32, 10), false)
+	a.add([]float32{3e38, -2e38, 1}, false)
 	if got := a.Hist.Total(); got != 13 {
 		t.Fatalf("total %g, want 13", got)
 	}
@@ -72,7 +72,7 @@ func TestHistogramFromZeros(t *testing.T) {
 	if lo > -2e38 || hi <= 3e38 {
 		t.Errorf("bounds [%g, %g] miss the values", lo, hi)
 	}
-	if bad := a.add([]float32{float32(math.NaN()), 1}); bad != 1 || a.Hist.Total() != 13 {
+	if bad := a.add([]float32{float32(math.NaN()), 1}, false); bad != 1 || a.Hist.Total() != 13 {
 		t.Errorf("NaN: %d bad, total %g", bad, a.Hist.Total())
 	}
 }

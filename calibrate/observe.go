@@ -20,6 +20,7 @@ type collector struct {
 
 	// per pass
 	sums     bool                    // accumulate Σx², Σx, max|x| and activations (first pass)
+	held     bool                    // the current chunk is a held-out one (see HoldoutEvery)
 	hessians map[string]*LinearStats // leaders whose Hessian this pass accumulates
 
 	// the previous LinearInput call, to check that followers really share their leader's input
@@ -133,7 +134,7 @@ func (c *collector) activation(name string, x []float32, n, dim int) {
 		c.err = fmt.Errorf("%s: the runtime fed an unexpected activation", name)
 		return
 	}
-	if bad := a.add(x); bad > 0 {
+	if bad := a.add(x, c.held); bad > 0 {
 		c.err = fmt.Errorf("activation %s: %d non-finite values", name, bad)
 	}
 }
@@ -142,6 +143,11 @@ func (c *collector) activation(name string, x []float32, n, dim int) {
 // sums (not of its Hessian).
 func (c *collector) stats(meta Meta) *Stats {
 	s := &Stats{Kind: "gquant", Meta: meta, Acts: c.acts}
+	for _, a := range c.acts {
+		// Without both fit and held-out values (fewer than HoldoutEvery chunks) there is
+		// nothing to extrapolate from.
+		a.Held = a.fitSeen && a.heldSeen
+	}
 	for _, n := range c.order {
 		ls := c.linear[n]
 		if lead := c.leader[n]; lead != "" {

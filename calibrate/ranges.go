@@ -15,7 +15,9 @@ const (
 	// RangePercentile clips at the Percentile-th and (100−Percentile)-th percentiles.
 	RangePercentile RangeMode = "percentile"
 	// RangeSQNR picks the clipping range that maximises the signal-to-quantization-noise
-	// ratio over the histogram (in the spirit of AIMET's "tf_enhanced").
+	// ratio over the histogram (in the spirit of AIMET's "tf_enhanced"), then widens it for
+	// values calibration did not see by the gap between held-out and fit extremes (see
+	// MaxWiden).
 	RangeSQNR RangeMode = "sqnr"
 )
 
@@ -65,9 +67,29 @@ func (a *ActStats) Range(o RangeOptions) (lo, hi float64) {
 		q := o.Percentile / 100
 		return a.Hist.Quantile(1-q, lo, hi), a.Hist.Quantile(q, lo, hi)
 	case RangeSQNR:
-		return sqnrRange(&a.Hist, lo, hi, o.Bits)
+		a0, b0 := sqnrRange(&a.Hist, lo, hi, o.Bits)
+		below, above := a.unseenGap()
+		return a0 - below, b0 + above
 	}
 	return lo, hi
+}
+
+// MaxWiden caps how far RangeSQNR widens each side of a range for values calibration did not
+// see, as a fraction of the observed range Max − Min.
+const MaxWiden = 0.05
+
+// unseenGap estimates how far new text reaches below and above the calibrated range: the
+// extrapolation gap between the fit chunks' extremes and the held-out chunks' (how far the
+// held-out extremes pass the fit ones, a "next record" estimate), each capped at MaxWiden of
+// the range. It is 0 without held-out extremes.
+func (a *ActStats) unseenGap() (below, above float64) {
+	if !a.Held {
+		return 0, 0
+	}
+	below = float64(a.FitMin) - float64(a.HeldMin)
+	above = float64(a.HeldMax) - float64(a.FitMax)
+	limit := MaxWiden * (float64(a.Max) - float64(a.Min))
+	return min(max(below, 0), limit), min(max(above, 0), limit)
 }
 
 // sqnrCandidates bounds the candidate clipping points tried on each side.

@@ -219,6 +219,18 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 			} else if want(gguf.F64, int(t.Shape[0]*t.Shape[1])) {
 				ls.Hessian = f64s(data)
 			}
+		} else if a, ok := cut(sufFitRange); ok {
+			seenActPart[a] |= 16
+			if want(gguf.F32, 2) {
+				r := f32s(data)
+				getAct(a).FitMin, getAct(a).FitMax = r[0], r[1]
+			}
+		} else if a, ok := cut(sufHeldRange); ok {
+			seenActPart[a] |= 32
+			if want(gguf.F32, 2) {
+				r := f32s(data)
+				getAct(a).HeldMin, getAct(a).HeldMax = r[0], r[1]
+			}
 		} else if a, ok := cut(sufHistBounds); ok {
 			seenActPart[a] |= 8
 			if want(gguf.F64, 2) {
@@ -245,8 +257,14 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 		}
 	}
 	for _, a := range s.Acts {
-		if seenActPart[a.Name] != 15 {
+		// The fit and held-out extremes are optional (older files lack them), but go together.
+		switch seen := seenActPart[a.Name]; {
+		case seen&15 != 15:
 			bad("%s: needs all of .min, .max, .hist and .hist_bounds", a.Name)
+		case seen&48 == 48:
+			a.Held = true
+		case seen&48 != 0:
+			bad("%s: needs both or neither of %s and %s", a.Name, sufFitRange, sufHeldRange)
 		}
 	}
 	for _, ls := range s.Linear {

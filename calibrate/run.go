@@ -140,6 +140,7 @@ func Calibrate(path string, o Options) (*Result, error) {
 	for p, batch := range batches {
 		col.startPass(p == 0, batch)
 		for ci, chunk := range chunks {
+			col.held = ci%HoldoutEvery == HoldoutEvery-1
 			st.Reset()
 			if _, err := m.Eval(st, chunk, true); err != nil {
 				return nil, err

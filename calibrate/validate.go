@@ -80,6 +80,9 @@ func (s *Stats) check() error {
 				bad("%s: range [%g, %g] lies outside the histogram's [%g, %g]", n, lo, hi, b0, b1)
 			}
 		}
+		if a.Held {
+			checkHeld(a, bad)
+		}
 	}
 	if len(probs) > 0 {
 		return fmt.Errorf("%s: %s", s.name(), joinProblems(probs))
@@ -145,4 +148,19 @@ func (s *Stats) Validate(spec *arch.Spec) error {
 		return fmt.Errorf("%s: %s", s.name(), joinProblems(probs))
 	}
 	return nil
+}
+
+// checkHeld checks an activation's fit and held-out extremes: finite, ordered, inside [Min, Max]
+// and, together, reaching both of its ends.
+func checkHeld(a *ActStats, bad func(string, ...any)) {
+	for _, p := range [][2]float32{{a.FitMin, a.FitMax}, {a.HeldMin, a.HeldMax}} {
+		lo, hi := float64(p[0]), float64(p[1])
+		if math.IsNaN(lo) || math.IsNaN(hi) || lo > hi || lo < float64(a.Min) || hi > float64(a.Max) {
+			bad("%s: fit/held-out range [%g, %g] is not an ordered pair inside [%g, %g]", a.Name, lo, hi, a.Min, a.Max)
+			return
+		}
+	}
+	if min(a.FitMin, a.HeldMin) != a.Min || max(a.FitMax, a.HeldMax) != a.Max {
+		bad("%s: fit and held-out ranges do not reach the range [%g, %g]", a.Name, a.Min, a.Max)
+	}
 }

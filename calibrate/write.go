@@ -31,6 +31,8 @@ const (
 	sufMax        = ".max"
 	sufHist       = ".hist"
 	sufHistBounds = ".hist_bounds"
+	sufFitRange   = ".fit_range"
+	sufHeldRange  = ".held_range"
 )
 
 // WriteStats writes statistics to path (temporary file, then rename). With Meta.Hessian every
@@ -125,6 +127,10 @@ func createStats(path string, s *Stats) (*statsWriter, error) {
 		add(a.Name+sufMax, gguf.F32, []uint64{1}, f32Bytes([]float32{a.Max}))
 		add(a.Name+sufHist, gguf.F64, []uint64{uint64(len(a.Hist.Counts))}, f64Bytes(a.Hist.Counts))
 		add(a.Name+sufHistBounds, gguf.F64, []uint64{2}, f64Bytes([]float64{lo, hi}))
+		if a.Held {
+			add(a.Name+sufFitRange, gguf.F32, []uint64{2}, f32Bytes([]float32{a.FitMin, a.FitMax}))
+			add(a.Name+sufHeldRange, gguf.F32, []uint64{2}, f32Bytes([]float32{a.HeldMin, a.HeldMax}))
+		}
 	}
 	w, err := gguf.Create(path, h)
 	if err != nil {

@@ -1,0 +1,194 @@
+package calibrate
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/runtime"
+)
+
+// The fit and held-out extremes of a real calibration equal those computed here by running the
+// model over the same chunks with a hook of our own: held-out chunks are every HoldoutEvery-th.
+func TestHeldOutExtremes(t *testing.T) {
+	o := Options{Ctx: 32, Tokens: 256}
+	res := calib(t, o)
+
+	type pair struct{ lo, hi float32 }
+	fit, held := map[string]*pair{}, map[string]*pair{}
+	cur := fit
+	hook := func(name string, x []float32, n, dim int) {
+		p := cur[name]
+		for _, v := range x {
+			if p == nil {
+				p = &pair{v, v}
+				cur[name] = p
+			}
+			p.lo, p.hi = min(p.lo, v), max(p.hi, v)
+		}
+	}
+	m, err := runtime.Load(model260k, runtime.Options{Threads: 1, Hooks: &runtime.Hooks{Activation: hook}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	text, err := os.ReadFile(corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := m.Tokenizer()
+	bos := -1
+	if tok.AddBOS() {
+		bos = tok.BOS()
+	}
+	chunks, err := Chunks(Tokenize(tok, string(text)), Chunking{Ctx: o.Ctx, Tokens: o.Tokens}, bos, corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks) != 8 {
+		t.Fatalf("%d chunks, want 8", len(chunks))
+	}
+	st := m.NewState(o.Ctx)
+	for i, c := range chunks {
+		cur = fit
+		if i%4 == 3 {
+			cur = held
+		}
+		st.Reset()
+		if _, err := m.Eval(st, c, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	differ := 0
+	for _, a := range res.Stats.Acts {
+		f, h := fit[a.Name], held[a.Name]
+		if f == nil || h == nil {
+			t.Fatalf("%s: not observed by the test's hook", a.Name)
+		}
+		if !a.Held || a.FitMin != f.lo || a.FitMax != f.hi || a.HeldMin != h.lo || a.HeldMax != h.hi {
+			t.Errorf("%s: held %v, fit [%g, %g] held-out [%g, %g], want fit [%g, %g] held-out [%g, %g]",
+				a.Name, a.Held, a.FitMin, a.FitMax, a.HeldMin, a.HeldMax, f.lo, f.hi, h.lo, h.hi)
+		}
+		if a.HeldMin < a.FitMin || a.HeldMax > a.FitMax {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Error("no held-out extreme passes a fit one: the test cannot tell the two apart")
+	}
+
+	// Fewer than HoldoutEvery chunks: nothing held out, nothing widened.
+	few := calib(t, Options{Ctx: 32, Tokens: 96})
+	for _, a := range few.Stats.Acts {
+		if a.Held {
+			t.Fatalf("%s: held-out extremes from 3 chunks", a.Name)
+		}
+	}
+}
+
+// RangeSQNR widens each side by how far the held-out extreme passes the fit one, at most
+// MaxWiden of the range; RangeMinMax ignores the held-out extremes.
+func TestRangeWidening(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	xs := make([]float32, 50000)
+	for i := range xs {
+		xs[i] = float32(r.NormFloat64())
+	}
+	a := &ActStats{}
+	addAll(a, xs, 4096)
+	sq, _ := RangeOptions{Mode: RangeSQNR}.normalize()
+	mm, _ := RangeOptions{Mode: RangeMinMax}.normalize()
+	// On a clean gaussian the 16-bit SQNR range is min-max (TestRanges); without held-out
+	// extremes nothing changes.
+	lo0, hi0 := float64(a.Min), float64(a.Max)
+	if lo, hi := a.Range(sq); lo != lo0 || hi != hi0 {
+		t.Fatalf("no held-out extremes: [%g, %g], want [%g, %g]", lo, hi, lo0, hi0)
+	}
+	span := hi0 - lo0
+	// The held-out chunks reach 0.01 below the fit minimum, and not up to the fit maximum.
+	a.Held = true
+	a.HeldMin, a.FitMin = a.Min, a.Min+0.01
+	a.FitMax, a.HeldMax = a.Max, a.Max-1
+	lo, hi := a.Range(sq)
+	if gap := lo0 - lo; math.Abs(gap-0.01) > 1e-6 || hi != hi0 {
+		t.Errorf("small gap: [%g, %g], want [%g, %g]", lo, hi, lo0-0.01, hi0)
+	}
+	// A gap of 3 above is capped at 5 % of the range.
+	a.FitMin, a.HeldMin = a.Min, a.Min+1
+	a.FitMax, a.HeldMax = a.Max-3, a.Max
+	lo, hi = a.Range(sq)
+	if lo != lo0 || math.Abs(hi-(hi0+0.05*span)) > 1e-12 {
+		t.Errorf("capped gap: [%g, %g], want [%g, %g]", lo, hi, lo0, hi0+0.05*span)
+	}
+	if lo, hi := a.Range(mm); lo != lo0 || hi != hi0 {
+		t.Errorf("minmax with held-out extremes: [%g, %g], want [%g, %g]", lo, hi, lo0, hi0)
+	}
+}
+
+// Held-out extremes survive a write and read; files without them (as written before they
+// existed) read with Held false; a file with one of the pair, or with a held-out range outside
+// the activation's range, is refused with the activation's name.
+func TestHeldOutFile(t *testing.T) {
+	dir := t.TempDir()
+	res := calib(t, Options{Ctx: 32, Tokens: 256})
+	path := filepath.Join(dir, "s.stats")
+	if err := WriteStats(path, res.Stats); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadStats(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range res.Stats.Acts {
+		g := got.Acts[i]
+		if g.Name != w.Name || !g.Held || g.FitMin != w.FitMin || g.FitMax != w.FitMax || g.HeldMin != w.HeldMin || g.HeldMax != w.HeldMax {
+			t.Errorf("%s: held-out extremes differ after the round trip", w.Name)
+		}
+	}
+
+	// rewrite copies the file, dropping tensors whose names end with drop.
+	rewrite := func(name, drop string) string {
+		gf, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gf.Close()
+		h := &gguf.Header{KVs: gf.KVs}
+		var data [][]byte
+		for i, ti := range gf.Tensors {
+			if strings.HasSuffix(ti.Name, drop) {
+				continue
+			}
+			h.Tensors = append(h.Tensors, gguf.TensorInfo{Name: ti.Name, Type: ti.Type, Shape: ti.Shape})
+			data = append(data, gf.TensorData(i))
+		}
+		p := filepath.Join(dir, name)
+		if err := gguf.WriteFile(p, h, func(i int) ([]byte, error) { return data[i], nil }); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old, err := ReadStats(rewrite("old.stats", "_range"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range old.Acts {
+		if a.Held {
+			t.Fatalf("%s: held-out extremes read from a file without them", a.Name)
+		}
+	}
+	half := rewrite("half.stats", sufHeldRange)
+	if _, err := ReadStats(half); err == nil || !strings.Contains(err.Error(), half+": ") || !strings.Contains(err.Error(), "needs both or neither of .fit_range and .held_range") {
+		t.Errorf("file with .fit_range only: %v", err)
+	}
+
+	bad := res.Stats.Acts[0]
+	bad.HeldMax = bad.Max + 1
+	if err := WriteStats(filepath.Join(dir, "bad.stats"), res.Stats); err == nil || !strings.Contains(err.Error(), bad.Name+": fit/held-out range") {
+		t.Errorf("held-out maximum above the maximum: %v", err)
+	}
+}
