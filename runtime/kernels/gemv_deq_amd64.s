@@ -1,6 +1,13 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "hsum_amd64.h"
+
+#define HSUM3_STORE \
+	VADDPS        Z21, Z22, Z22 \
+	VADDPS        Z29, Z30, Z30 \
+	VADDPS        Z22, Z30, Z30 \
+	HSUM_STORE
 
 // Float-activation GEMV kernels for quantized weights (AVX-512 F/BW), reading ggml's own block
 // layout: each block is decoded to float32 in registers (codes widened to 32-bit lanes, offset
@@ -12,19 +19,6 @@
 // Registers: DI y, SI row, DX stride, CX rows left, R8 nb, R9 x; per row R12 w, R13 x,
 // BX blocks left; Z30, Z29 accumulators. K-quant kernels keep 16 scales in a 64-byte frame.
 
-#define HSUM_STORE \
-	VADDPS        Z21, Z22, Z22 \
-	VADDPS        Z29, Z30, Z30 \
-	VADDPS        Z22, Z30, Z30 \
-	VEXTRACTF64X4 $1, Z30, Y1 \
-	VADDPS        Y1, Y30, Y1 \
-	VEXTRACTF128  $1, Y1, X2  \
-	VADDPS        X2, X1, X1  \
-	VMOVHLPS      X1, X1, X2  \
-	VADDPS        X2, X1, X1  \
-	VMOVSHDUP     X1, X2      \
-	VADDSS        X2, X1, X1  \
-	VMOVSS        X1, (DI)
 
 #define LOAD_ARGS \
 	MOVQ y+0(FP), DI       \
@@ -50,7 +44,7 @@
 	VPXORD Z21, Z21, Z21
 
 #define ROW_END \
-	HSUM_STORE  \
+	HSUM3_STORE  \
 	ADDQ $4, DI \
 	ADDQ DX, SI \
 	DECQ CX

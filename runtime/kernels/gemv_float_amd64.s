@@ -1,21 +1,12 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "hsum_amd64.h"
 
 // Float GEMV kernels (AVX-512F): for each of rows rows, y[i] = Σ_{k<n} w_i[k]·x[k], with
 // w_i = w + i·stride bytes; n is a multiple of 16. Four accumulators hide the FMA latency.
 
 // HSUM_STORE sums the 16 floats of Z30 and stores the total at (DI).
-#define HSUM_STORE \
-	VEXTRACTF64X4 $1, Z30, Y1 \
-	VADDPS        Y1, Y30, Y1 \
-	VEXTRACTF128  $1, Y1, X2  \
-	VADDPS        X2, X1, X1  \
-	VMOVHLPS      X1, X1, X2  \
-	VADDPS        X2, X1, X1  \
-	VMOVSHDUP     X1, X2      \
-	VADDSS        X2, X1, X1  \
-	VMOVSS        X1, (DI)
 
 // LOADW_F32 / LOADW_F16 / LOADW_BF16 load 16 weights at off(R12) as float32 into zmm reg.
 #define LOADW_F32(off, reg) VMOVUPS off(R12), reg

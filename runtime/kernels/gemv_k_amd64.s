@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "hsum_amd64.h"
 #include "gemv_prefetch_amd64.h"
 
 // K-quant × Q8_K GEMV kernels (AVX-512 BW + VNNI) over pack.go's layouts: a group is one
@@ -8,16 +9,6 @@
 // registers as in gemv_q8_amd64.s; each record holds the Q8_K sums of 16 values (bsums) as
 // int32, then the super-block's scale d at byte 64.
 
-#define HSUM_STORE \
-	VEXTRACTF64X4 $1, Z30, Y1 \
-	VADDPS        Y1, Y30, Y1 \
-	VEXTRACTF128  $1, Y1, X2  \
-	VADDPS        X2, X1, X1  \
-	VMOVHLPS      X1, X1, X2  \
-	VADDPS        X2, X1, X1  \
-	VMOVSHDUP     X1, X2      \
-	VADDSS        X2, X1, X1  \
-	VMOVSS        X1, (DI)
 
 #define LOAD_ARGS \
 	MOVQ y+0(FP), DI         \

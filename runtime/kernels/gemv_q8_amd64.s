@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "hsum_amd64.h"
 #include "gemv_prefetch_amd64.h"
 
 // Integer GEMV kernels (AVX-512 BW + VNNI) over the interleaved layouts of pack.go: per group
@@ -23,16 +24,6 @@
 // step per group, R15 meta step per group; per row R12 w, R13 act, R14 meta, BX groups left;
 // AX scratch.
 
-#define HSUM_STORE \
-	VEXTRACTF64X4 $1, Z30, Y1 \
-	VADDPS        Y1, Y30, Y1 \
-	VEXTRACTF128  $1, Y1, X2  \
-	VADDPS        X2, X1, X1  \
-	VMOVHLPS      X1, X1, X2  \
-	VADDPS        X2, X1, X1  \
-	VMOVSHDUP     X1, X2      \
-	VADDSS        X2, X1, X1  \
-	VMOVSS        X1, (DI)
 
 #define LOAD_ARGS \
 	MOVQ y+0(FP), DI         \
