@@ -14,10 +14,18 @@ EVAL      ?= testdata/corpora/tinystories-eval.txt
 OUT       ?= out
 export GQUANT_NODE_MODULES := $(NODE_MODS)
 
-.PHONY: demo test build npm-deps vet clean
+.PHONY: demo test build npm-deps vet clean device-build
 
 build:
 	$(GO) build -o bin/gquant ./cmd/gquant
+
+# Binaries for .ci/amx-device, the AMX checks on a machine with AMX (no Go toolchain needed there).
+device-build:
+	@mkdir -p bin/device
+	$(GO) build -o bin/device/gquant ./cmd/gquant
+	$(GO) build -o bin/device/gquant-synth ./cmd/gquant-synth
+	$(GO) test -c -o bin/device/kernels.test ./runtime/kernels
+	$(GO) test -c -o bin/device/runtime.test ./runtime
 
 demo: build
 	@mkdir -p $(OUT)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,7 @@ type benchOptions struct {
 	reps    int
 	threads int
 	jsonOut bool
+	kernels string
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -40,6 +42,13 @@ func newBenchCmd(g *globals) *cobra.Command {
 			if o.reps < 1 {
 				return usageErr("bench: -r: must be at least 1, got %d", o.reps)
 			}
+			if o.kernels != "" {
+				restore, err := kernels.SetImpl(o.kernels)
+				if err != nil {
+					return usageErr("bench: --kernels: %q is not available here (have %s)", o.kernels, strings.Join(kernels.Impls(), ", "))
+				}
+				defer restore()
+			}
 			return runBench(cmd.OutOrStdout(), o, args[0])
 		},
 	}
@@ -49,6 +58,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.IntVarP(&o.reps, "r", "r", 3, "repetitions of each test")
 	f.IntVar(&o.threads, "threads", 0, "worker threads (0: one per CPU)")
 	f.BoolVar(&o.jsonOut, "json", false, "print JSON")
+	f.StringVar(&o.kernels, "kernels", "", "kernel implementation to measure (default: the best this CPU runs; one of "+strings.Join(kernels.Impls(), ", ")+")")
 	return cmd
 }
 

@@ -157,3 +157,6 @@ func gemmQ4_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byt
 
 //go:noescape
 func gemmQ5_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func amxQ8Tile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, dw *float32, da *float32, nb, nt int, y *float32, ldy int, mask uint64)

@@ -46,7 +46,7 @@ var current = func() *implTable {
 	return impls[0]
 }()
 
-// Impl returns the name of the implementation in use: "avx512vnni" or "generic".
+// Impl returns the name of the implementation in use: "amx", "avx512vnni" or "generic".
 func Impl() string { return current.name }
 
 // Impls lists the names of the implementations available on this machine, best first

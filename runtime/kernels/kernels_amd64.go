@@ -12,6 +12,9 @@ import (
 func asmImpls() []*implTable {
 	x := cpu.X86
 	if x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI {
+		if amxUsable() {
+			return []*implTable{amxImpl, avx512Impl}
+		}
 		return []*implTable{avx512Impl}
 	}
 	return nil

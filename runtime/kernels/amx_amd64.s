@@ -1,0 +1,141 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AMX-INT8 GEMM tile for the 32-element block types (Q4_0, IQ4_NL, Q5_0, Q8_0) against Q8_0
+// activations; see amx_amd64.go for the tile layout and why the float operations are those of
+// the AVX-512 GEMV kernels (gemv_q8_amd64.s), bit for bit.
+//
+// The Go assembler knows no AMX instruction, so each is written as BYTE encodings (VEX, map
+// 0F38, W0, L0; Intel SDM vol. 2). Only legacy registers appear in them (no REX bits); the
+// encodings are checked by TestAMXEncodings against GNU objdump's disassembly.
+//
+//	LDTILECFG  (CX)              C4 E2 78 49 01
+//	TILERELEASE                  C4 E2 78 49 C0
+//	TILEZERO   tmm0              C4 E2 7B 49 C0
+//	TILELOADD  tmm1, (SI)(DX*1)  C4 E2 7B 4B 0C 16
+//	TILELOADD  tmm2, (BX)(AX*1)  C4 E2 7B 4B 14 03
+//	TDPBSSD    tmm0, tmm1, tmm2  C4 E2 6B 5E C1   (tmm0 += tmm1 · tmm2, signed × signed)
+//	TILESTORED (DI)(AX*1), tmm0  C4 E2 7A 4B 04 07
+//
+// Tiles (configured by the caller's 64-byte palette-1 record): tmm0 = C, nt rows × 4·nr bytes
+// (int32 sums); tmm1 = A, nt rows × 32 bytes (one block of nt tokens); tmm2 = B, 8 rows × 4·nr
+// bytes (one block of nr weight rows in VNNI order).
+
+#define LDTILECFG_CX     BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0x01
+#define TILERELEASE      BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0xC0
+#define TILEZERO_T0      BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC0
+#define TILELOADD_T1_SI_DX BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x0C; BYTE $0x16
+#define TILELOADD_T2_BX_AX BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x14; BYTE $0x03
+#define TDPBSSD_T0_T1_T2 BYTE $0xC4; BYTE $0xE2; BYTE $0x6B; BYTE $0x5E; BYTE $0xC1
+#define TILESTORED_DI_AX_T0 BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x04; BYTE $0x07
+
+// func amxQ8Tile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, dw *float32, da *float32, nb, nt int, y *float32, ldy int, mask uint64)
+//
+// For nt ≤ 16 tokens and nr ≤ 16 weight rows (the tile shapes in cfg), over nb blocks:
+//
+//	acc[t][b%16][n] = fma(float(Σ_k A_b[t][k]·B_b[k][n]), dw[b][n]·da[t][b], acc[t][b%16][n])
+//
+// then y[t·ldy + n] = the 16 lane accumulators of (t, n) added in the GEMV's order, for the
+// rows n set in mask. acc (nt × 16 × 16 floats) must be zero on entry; cbuf is 16 × 16 int32.
+// A block b of token t is at a + t·lda + 32b, its scale at da + t·nb + b; B block b at
+// b + 512b, its row scales at dw + 16b.
+//
+// Registers: SI A block, DX lda, BX B block, AX 64 (B and cbuf row stride), DI cbuf, R9 dw,
+// R10 da of token 0, R11 da step per token, R12 lane offset (b%16)·64, R14 blocks left;
+// per token CX count, R8 acc, R13 cbuf row, R15 da.
+TEXT ·amxQ8Tile(SB), NOSPLIT, $0-104
+	MOVQ cfg+0(FP), CX
+	LDTILECFG_CX
+	MOVQ a+24(FP), SI
+	MOVQ lda+32(FP), DX
+	MOVQ b+40(FP), BX
+	MOVQ $64, AX
+	MOVQ cbuf+16(FP), DI
+	MOVQ dw+48(FP), R9
+	MOVQ da+56(FP), R10
+	MOVQ nb+64(FP), R14
+	MOVQ R14, R11
+	SHLQ $2, R11
+	XORQ R12, R12
+
+block:
+	TILEZERO_T0
+	TILELOADD_T1_SI_DX
+	TILELOADD_T2_BX_AX
+	TDPBSSD_T0_T1_T2
+	TILESTORED_DI_AX_T0
+	VMOVUPS (R9), Z30
+	MOVQ    nt+72(FP), CX
+	MOVQ    acc+8(FP), R8
+	ADDQ    R12, R8
+	MOVQ    DI, R13
+	MOVQ    R10, R15
+
+tok:
+	VCVTDQ2PS    (R13), Z1
+	VBROADCASTSS (R15), Z2
+	VMULPS       Z30, Z2, Z2
+	VMOVUPS      (R8), Z3
+	VFMADD231PS  Z2, Z1, Z3
+	VMOVUPS      Z3, (R8)
+	ADDQ         $64, R13
+	ADDQ         R11, R15
+	ADDQ         $1024, R8
+	DECQ         CX
+	JNE          tok
+
+	ADDQ $32, SI
+	ADDQ $512, BX
+	ADDQ $64, R9
+	ADDQ $4, R10
+	ADDQ $64, R12
+	ANDQ $1023, R12
+	DECQ R14
+	JNE  block
+
+	TILERELEASE
+
+	// Reduce each token's 16 lane accumulators as HSUM_STORE does (hsum_amd64.h):
+	// a_i = l_i + l_(i+8), b_i = a_i + a_(i+4), c_i = b_i + b_(i+2), sum = c_0 + c_1,
+	// here with the 16 rows side by side in the vectors.
+	MOVQ  mask+96(FP), AX
+	KMOVW AX, K1
+	MOVQ  acc+8(FP), R8
+	MOVQ  y+80(FP), DI
+	MOVQ  ldy+88(FP), R15
+	SHLQ  $2, R15
+	MOVQ  nt+72(FP), CX
+
+reduce:
+	VMOVUPS (0*64)(R8), Z0
+	VMOVUPS (1*64)(R8), Z1
+	VMOVUPS (2*64)(R8), Z2
+	VMOVUPS (3*64)(R8), Z3
+	VMOVUPS (4*64)(R8), Z4
+	VMOVUPS (5*64)(R8), Z5
+	VMOVUPS (6*64)(R8), Z6
+	VMOVUPS (7*64)(R8), Z7
+	VADDPS  (8*64)(R8), Z0, Z0
+	VADDPS  (9*64)(R8), Z1, Z1
+	VADDPS  (10*64)(R8), Z2, Z2
+	VADDPS  (11*64)(R8), Z3, Z3
+	VADDPS  (12*64)(R8), Z4, Z4
+	VADDPS  (13*64)(R8), Z5, Z5
+	VADDPS  (14*64)(R8), Z6, Z6
+	VADDPS  (15*64)(R8), Z7, Z7
+	VADDPS  Z4, Z0, Z0
+	VADDPS  Z5, Z1, Z1
+	VADDPS  Z6, Z2, Z2
+	VADDPS  Z7, Z3, Z3
+	VADDPS  Z2, Z0, Z0
+	VADDPS  Z3, Z1, Z1
+	VADDPS  Z1, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+	ADDQ    $1024, R8
+	ADDQ    R15, DI
+	DECQ    CX
+	JNE     reduce
+
+	VZEROUPPER
+	RET

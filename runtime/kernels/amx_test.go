@@ -1,0 +1,230 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"bytes"
+	"debug/elf"
+	"debug/gosym"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// amxChildEnv marks a test binary run by TestAMXEmulated: its kernels list the AMX
+// implementation first although this CPU has no AMX, and the parent emulates the tile
+// instructions (internal/amxemu).
+const amxChildEnv = "GQUANT_TEST_AMX_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(amxChildEnv) == "1" && !amxUsable() {
+		impls = append([]*implTable{amxImpl}, impls...)
+	}
+	os.Exit(m.Run())
+}
+
+// TestAMXEncodings disassembles amxQ8Tile with GNU objdump, an assembler independent of the
+// hand-written BYTE encodings, and checks every tile instruction and its operands.
+func TestAMXEncodings(t *testing.T) {
+	objdump, err := exec.LookPath("objdump")
+	if err != nil {
+		t.Skip("GNU objdump not installed")
+	}
+	// The assembly function and its ABI wrapper share the name; the wrapper has no tile code.
+	codes, err := funcCode(os.Args[0], "github.com/gquant/gquant/runtime/kernels.amxQ8Tile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []byte
+	for i, code := range codes {
+		bin := filepath.Join(t.TempDir(), fmt.Sprintf("amxQ8Tile%d.bin", i))
+		if err := os.WriteFile(bin, code, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(objdump, "-D", "-b", "binary", "-m", "i386:x86-64", "--no-show-raw-insn", bin).Output()
+		if err != nil {
+			t.Fatalf("objdump: %v", err)
+		}
+		body = append(body, out...)
+	}
+	var got []string
+	re := regexp.MustCompile(`\t((?:ldtilecfg|sttilecfg|tilerelease|tilezero|tileloadd\w*|tilestored|tdp\w+)\b.*)$`)
+	for _, line := range strings.Split(string(body), "\n") {
+		if m := re.FindStringSubmatch(line); m != nil {
+			got = append(got, strings.Join(strings.Fields(m[1]), " "))
+		}
+	}
+	want := []string{
+		"ldtilecfg (%rcx)",
+		"tilezero %tmm0",
+		"tileloadd (%rsi,%rdx,1),%tmm1",
+		"tileloadd (%rbx,%rax,1),%tmm2",
+		"tdpbssd %tmm2,%tmm1,%tmm0",
+		"tilestored %tmm0,(%rdi,%rax,1)",
+		"tilerelease",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("tile instructions of amxQ8Tile:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The assembler must not have emitted anything objdump cannot decode.
+	if bytes.Contains(body, []byte("(bad)")) {
+		t.Fatalf("objdump finds undecodable bytes in amxQ8Tile:\n%s", body)
+	}
+}
+
+// funcCode returns the machine code of every function called name in the Go binary bin,
+// located through the binary's pclntab (go test strips the ELF symbol table).
+func funcCode(bin, name string) ([][]byte, error) {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pcln, text := f.Section(".gopclntab"), f.Section(".text")
+	if pcln == nil || text == nil {
+		return nil, fmt.Errorf("%s: no .gopclntab or .text section", bin)
+	}
+	pd, err := pcln.Data()
+	if err != nil {
+		return nil, err
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(pd, text.Addr))
+	if err != nil {
+		return nil, err
+	}
+	td, err := text.Data()
+	if err != nil {
+		return nil, err
+	}
+	var codes [][]byte
+	for _, fn := range tab.Funcs {
+		if fn.Name != name {
+			continue
+		}
+		if fn.Entry < text.Addr || fn.End > text.Addr+uint64(len(td)) || fn.End <= fn.Entry {
+			return nil, fmt.Errorf("%s: %s at [%#x,%#x) is outside .text", bin, name, fn.Entry, fn.End)
+		}
+		codes = append(codes, td[fn.Entry-text.Addr:fn.End-text.Addr])
+	}
+	if codes == nil {
+		return nil, fmt.Errorf("%s: function %s not found", bin, name)
+	}
+	return codes, nil
+}
+
+// TestAMXNotSelectedWithoutAMX checks that the AMX implementation is listed only where the
+// CPU has the tiles (or in the emulated child).
+func TestAMXNotSelectedWithoutAMX(t *testing.T) {
+	if os.Getenv(amxChildEnv) == "1" {
+		t.Skip("emulated child")
+	}
+	listed := false
+	for _, name := range Impls() {
+		listed = listed || name == "amx"
+	}
+	if listed != amxUsable() {
+		t.Fatalf("amx listed: %v, usable: %v (CPU AMX-TILE %v, AMX-INT8 %v)", listed, amxUsable(), amxCapable(), amxCapable())
+	}
+}
+
+// TestAMXProducts runs batched products through the AMX implementation for every type it
+// handles and shapes with partial row blocks, partial token tiles and more than 16 blocks
+// (lanes reused): each result must equal the avx512vnni one bit for bit, and the float64
+// reference within rounding. It prints how many TDPBSSD the products must execute, which
+// TestAMXEmulated compares with the emulator's count.
+func TestAMXProducts(t *testing.T) {
+	if !hasImpl("amx") {
+		t.Skip("no AMX on this CPU (TestAMXEmulated runs this test under an emulator)")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	tiles, calls := 0, 0
+	for _, wt := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K} {
+		for _, shape := range []struct{ rows, cols, nTok int }{
+			{16, 32, 16}, {40, 544, 17}, {23, 1056, 33}, {64, 96, 48},
+		} {
+			cols := shape.cols
+			if wt.BlockSize() == 256 {
+				cols = 512
+			}
+			var data []byte
+			for r := 0; r < shape.rows; r++ {
+				data = append(data, genRow(wt, cols, rng, r%4)...)
+			}
+			m, err := NewMatrix(wt, shape.rows, cols, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			X := make([]float32, shape.nTok*cols)
+			for i := range X {
+				X[i] = float32(rng.NormFloat64())
+			}
+			X[cols+5] = 60 // an outlier in one block
+			want := product(t, "avx512vnni", m, X, shape.nTok, nil)
+			split := []int{0, shape.rows / 3, shape.rows}
+			got := product(t, "amx", m, X, shape.nTok, split)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%v %dx%d, %d tokens: token %d row %d: amx %v, avx512vnni %v", wt, shape.rows, cols, shape.nTok, i/shape.rows, i%shape.rows, got[i], want[i])
+				}
+			}
+			for _, tok := range []int{0, 1, shape.nTok - 1} {
+				for _, r := range []int{0, shape.rows - 1} {
+					ref, mag := refQuantDot(m, r, X[tok*cols:(tok+1)*cols])
+					if v := got[tok*shape.rows+r]; !close64(v, ref, mag, 2e-6*math.Sqrt(float64(cols))) {
+						t.Errorf("%v %dx%d: token %d row %d: amx %v, reference %v", wt, shape.rows, cols, tok, r, v, ref)
+					}
+				}
+			}
+			if amxTyped(wt) {
+				nt := (shape.nTok + 15) / 16
+				for i := 1; i < len(split); i++ {
+					c := (split[i] - split[i-1] + 15) / 16 * nt
+					calls += c
+					tiles += c * (cols / 32)
+				}
+			}
+		}
+	}
+	if os.Getenv(amxChildEnv) == "1" {
+		fmt.Printf("amx-expected tdpbssd=%d ldtilecfg=%d\n", tiles, calls)
+	}
+}
+
+// product computes m × X under implementation impl, over the row ranges split (nil: all rows
+// at once).
+func product(t *testing.T, impl string, m *Matrix, X []float32, nTok int, split []int) []float32 {
+	restore, err := SetImpl(impl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	if split == nil {
+		split = []int{0, m.Rows}
+	}
+	m.Mode = ActQuant
+	var a Acts
+	m.Prepare(&a, X, nTok)
+	Y := make([]float32, nTok*m.Rows)
+	for i := range Y {
+		Y[i] = float32(math.NaN())
+	}
+	for i := 1; i < len(split); i++ {
+		m.MulActs(Y, &a, split[i-1], split[i])
+	}
+	return Y
+}
+
+func hasImpl(name string) bool {
+	for _, n := range Impls() {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
