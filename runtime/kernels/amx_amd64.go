@@ -4,16 +4,17 @@ package kernels
 
 import (
 	"encoding/binary"
+	"math"
 	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
 )
 
-// The AMX implementation ("amx") is the AVX-512 one with one more kernel: batched ActQuant
-// products of the 32-element block types whose activations are Q8_0 blocks (Q4_0, IQ4_NL,
-// Q5_0, Q8_0) run on AMX-INT8 tiles. Everything else, single-token products included, is
-// avx512Impl's.
+// The AMX implementation ("amx") is the AVX-512 one with more kernels: batched ActQuant
+// products of the types whose activations are Q8_0 blocks (Q4_0, IQ4_NL, Q5_0, Q8_0) or Q8_K
+// super-blocks (Q4_K, Q5_K, Q6_K) run on AMX-INT8 tiles. Everything else, single-token
+// products and Q4_1/Q5_1 included, is avx512Impl's.
 //
 // Tiles. For a block of up to 16 weight rows, amxBuildB decodes every row to signed int8
 // values (Q4_0 code−8, Q5_0 code−16, IQ4_NL's codebook, Q8_0 as stored) and lays them out as
@@ -27,7 +28,10 @@ import (
 // Floats. The sums are then scaled with the same float32 operations, in the same order, as
 // the AVX-512 GEMV kernels do for one token (gemv_q8_amd64.s): lane j = b mod 16 of a
 // (token, row) accumulates fma(float(sum_b), d_w·d_a, acc_j) over the blocks b ≡ j in
-// increasing order, and the 16 lanes are added by HSUM_STORE's tree. An AMX product is
+// increasing order, and the 16 lanes are added by HSUM_STORE's tree. The K-quants' lanes are
+// the 16-element quarters of the sub-blocks, as in gemv_k_amd64.s: one TDPBSSD of depth 16
+// per lane and super-block, then that kernel's per-lane scale and min operations (the B
+// values are the codes, Q6_K's minus 32). An AMX product is
 // therefore bit-identical to the avx512vnni one, token by token: MatMul keeps giving every
 // token the bits MatVec gives it (TestBatchInvariance), and prefill the bits of decode.
 //
@@ -60,10 +64,10 @@ func amxCapable() bool {
 // amxUsable reports, once, whether the AMX implementation may run here.
 var amxUsable = sync.OnceValue(func() bool { return amxCapable() && amxPermitted() })
 
-// amxTyped reports whether the AMX kernel handles ActQuant products of t.
+// amxTyped reports whether the AMX kernels handle ActQuant products of t.
 func amxTyped(t WType) bool {
 	switch t {
-	case Q4_0, IQ4_NL, Q5_0, Q8_0:
+	case Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K:
 		return true
 	}
 	return false
@@ -71,11 +75,12 @@ func amxTyped(t WType) bool {
 
 // amxScratch holds one worker's buffers.
 type amxScratch struct {
-	b    []byte    // B tiles: nb × 512 bytes
-	dw   []float32 // row scales: nb × 16
+	b    []byte    // B tiles: 512 bytes per 32-element block (256 per 16-element lane)
+	kw   []uint32  // per block: 16 row scales; per K-quant lane: 32 words (amx_amd64.s)
+	tk   []float32 // K-quants: (float(bsum), d_a) per token of a tile, super-block and lane
 	acc  []float32 // 16 tokens × 16 lanes × 16 rows
 	cbuf []int32   // one C tile, 16 × 16
-	vals []int8    // one decoded row
+	vals []uint8   // one row's codes
 	cfg  [2][64]byte
 }
 
@@ -83,65 +88,103 @@ var amxScratchPool = sync.Pool{New: func() any {
 	return &amxScratch{acc: make([]float32, 16*16*16), cbuf: make([]int32, 16*16)}
 }}
 
-// amxConfig fills a palette-1 tile configuration for nt tokens and nr rows: tmm0 = C (nt rows
-// of 4·nr bytes), tmm1 = A (nt rows of 32 bytes), tmm2 = B (8 rows of 4·nr bytes).
-func amxConfig(cfg *[64]byte, nt, nr int) {
+// amxConfig fills a palette-1 tile configuration for nt tokens, nr rows and k-element steps
+// (32 for the block types, 16 for K-quant lanes): tmm0 = C (nt rows of 4·nr bytes), tmm1 = A
+// (nt rows of k bytes), tmm2 = B (k/4 rows of 4·nr bytes).
+func amxConfig(cfg *[64]byte, nt, nr, k int) {
 	clear(cfg[:])
 	cfg[0] = 1 // palette
 	binary.LittleEndian.PutUint16(cfg[16:], uint16(4*nr))
-	binary.LittleEndian.PutUint16(cfg[18:], 32)
+	binary.LittleEndian.PutUint16(cfg[18:], uint16(k))
 	binary.LittleEndian.PutUint16(cfg[20:], uint16(4*nr))
-	cfg[48], cfg[49], cfg[50] = byte(nt), byte(nt), 8
+	cfg[48], cfg[49], cfg[50] = byte(nt), byte(nt), byte(k/4)
 }
 
 func amxMul(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int) bool {
-	if a.nTok < amxMinTokens || a.kind != actQ8_0 || !amxTyped(m.Type) {
+	if a.nTok < amxMinTokens || !amxTyped(m.Type) || (a.kind != actQ8_0 && a.kind != actQ8_K) {
 		return avx512Mul(m, pk, Y, a, r0, r1)
 	}
 	s := amxScratchPool.Get().(*amxScratch)
 	defer amxScratchPool.Put(s)
-	amxProduct(m, Y, a, r0, r1, s, amxQ8Tile)
+	tile := amxQ8Tile
+	switch m.Type {
+	case Q4_K, Q5_K:
+		tile = amxQ4KTile
+	case Q6_K:
+		tile = amxQ6KTile
+	}
+	amxProduct(m, Y, a, r0, r1, s, tile)
 	return true
 }
 
-// amxTileFunc is the signature of amxQ8Tile (tests substitute a Go model of it).
-type amxTileFunc func(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, dw *float32, da *float32, nb, nt int, y *float32, ldy int, mask uint64)
+// amxTileFunc is the signature of the tile kernels (amx_amd64.s): kw and tk are the
+// per-row and per-token factors of the weight type (amxQ8Tile: the block scales d_w and the
+// activation scales a.d).
+type amxTileFunc func(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsteps, nt int, y *float32, ldy int, mask uint64)
 
 // amxProduct computes rows [r0,r1) of Y for every token of a, 16 rows at a time.
 func amxProduct(m *Matrix, Y []float32, a *Acts, r0, r1 int, s *amxScratch, tile amxTileFunc) {
 	cols, rows, nTok := a.cols, m.Rows, a.nTok
-	nb := cols / 32
-	if cap(s.b) < nb*512 {
-		s.b, s.dw, s.vals = make([]byte, nb*512), make([]float32, nb*16), make([]int8, cols)
+	kq := m.Type.BlockSize() == 256
+	k, words, steps := 32, 16, cols/32 // block types: one step per block, 16 scale words
+	if kq {
+		k, words, steps = 16, 32, cols/256 // K-quants: 16 lanes per super-block, 32 words each
 	}
-	s.b, s.dw, s.vals = s.b[:nb*512], s.dw[:nb*16], s.vals[:cols]
+	lanes := cols / k
+	if cap(s.b) < 16*cols || cap(s.kw) < lanes*words || cap(s.vals) < cols {
+		s.b, s.kw, s.vals = make([]byte, 16*cols), make([]uint32, lanes*words), make([]uint8, cols)
+	}
+	s.b, s.kw, s.vals = s.b[:16*cols], s.kw[:lanes*words], s.vals[:cols]
+	if kq && cap(s.tk) < 16*2*lanes {
+		s.tk = make([]float32, 16*2*lanes)
+	}
 	for rb := r0; rb < r1; rb += 16 {
 		nr := min(16, r1-rb)
 		amxBuildB(m, rb, nr, s)
-		amxConfig(&s.cfg[0], 16, nr)
+		amxConfig(&s.cfg[0], 16, nr, k)
 		mask := uint64(1)<<nr - 1
 		for t0 := 0; t0 < nTok; t0 += 16 {
 			nt := min(16, nTok-t0)
 			cfg := &s.cfg[0]
 			if nt < 16 {
 				cfg = &s.cfg[1]
-				amxConfig(cfg, nt, nr)
+				amxConfig(cfg, nt, nr, k)
 			}
 			clear(s.acc[:nt*256])
-			tile(&cfg[0], &s.acc[0], &s.cbuf[0], &a.qs[t0*cols], cols, (*int8)(unsafe.Pointer(&s.b[0])), &s.dw[0], &a.d[t0*nb], nb, nt, &Y[t0*rows+rb], rows, mask)
+			kw := (*float32)(unsafe.Pointer(&s.kw[0]))
+			tk := &a.d[t0*steps]
+			if kq {
+				amxTokenFactors(a, t0, nt, s.tk)
+				tk = &s.tk[0]
+			}
+			tile(&cfg[0], &s.acc[0], &s.cbuf[0], &a.qs[t0*cols], cols, (*int8)(unsafe.Pointer(&s.b[0])), kw, tk, steps, nt, &Y[t0*rows+rb], rows, mask)
 		}
 	}
 }
 
-// amxBuildB writes the B tiles and row scales of rows [rb, rb+nr) of m into s (rows past nr
-// are left out: the tiles are 4·nr bytes wide and their scales zero).
+// amxTokenFactors writes, for tokens [t0, t0+nt) of Q8_K activations a, the pair
+// (float(bsum), d_a) of every 16-element lane into tk: token t's lane L at tk[2·(t·lanes+L)].
+func amxTokenFactors(a *Acts, t0, nt int, tk []float32) {
+	lanes := a.cols / 16
+	for t := 0; t < nt; t++ {
+		bs := a.bsums[(t0+t)*lanes : (t0+t+1)*lanes]
+		d := a.d[(t0+t)*(lanes/16):]
+		out := tk[2*t*lanes : 2*(t+1)*lanes]
+		for l, v := range bs {
+			out[2*l], out[2*l+1] = float32(v), d[l/16]
+		}
+	}
+}
+
+// amxBuildB writes the B tiles and row factors of rows [rb, rb+nr) of m into s. Rows past nr
+// are left out: the tiles are 4·nr bytes wide, and their factors are zero.
 func amxBuildB(m *Matrix, rb, nr int, s *amxScratch) {
-	cols, nb := m.Cols, m.Cols/32
-	clear(s.dw)
+	cols := m.Cols
+	clear(s.kw)
 	words := unsafe.Slice((*uint32)(unsafe.Pointer(&s.b[0])), len(s.b)/4)
 	for n := 0; n < nr; n++ {
 		row := m.Data[(rb+n)*m.rowBytes : (rb+n+1)*m.rowBytes]
-		amxDecodeRow(m.Type, s.vals, s.dw, n, row, nb)
+		amxDecodeRow(m.Type, s.vals, s.kw, n, row, cols)
 		src := unsafe.Slice((*uint32)(unsafe.Pointer(&s.vals[0])), cols/4)
 		for q, w := range src {
 			words[16*q+n] = w
@@ -149,35 +192,64 @@ func amxBuildB(m *Matrix, rb, nr int, s *amxScratch) {
 	}
 }
 
-// amxDecodeRow decodes one ggml row of nb blocks into signed values (vals) and its block
-// scales (dw[16b+n]).
-func amxDecodeRow(t WType, vals []int8, dw []float32, n int, row []byte, nb int) {
+// amxDecodeRow decodes one ggml row into signed int8 values (vals, as bytes) and writes row
+// n's factors into kw: per 32-element block its scale d_w (kw[16b+n]); per K-quant lane L
+// (kw[32L+n], kw[32L+16+n]) Q4_K, Q5_K float(sc)·d and float(m)·dmin, Q6_K the int32 scale
+// and d, computed as the GEMV kernels compute them.
+func amxDecodeRow(t WType, vals []uint8, kw []uint32, n int, row []byte, cols int) {
+	f := math.Float32bits
+	switch t {
+	case Q4_K, Q5_K, Q6_K:
+		codes(t, vals, row, cols)
+		bs := t.TypeSize()
+		for g := 0; g < cols/256; g++ {
+			blk := row[g*bs : (g+1)*bs]
+			w := kw[512*g:]
+			if t == Q6_K {
+				d := f16ToF32(le16(blk[208:]))
+				for l := 0; l < 16; l++ {
+					w[32*l+n], w[32*l+16+n] = uint32(int32(int8(blk[192+l]))), f(d)
+				}
+				v := vals[256*g : 256*g+256]
+				for i := range v {
+					v[i] -= 32 // code−32, as int8
+				}
+				continue
+			}
+			d, dmin := f16ToF32(le16(blk)), f16ToF32(le16(blk[2:]))
+			for j := 0; j < 8; j++ {
+				sc, mn := scaleMinK4(j, blk[4:16])
+				ds, dm := float32(float32(sc)*d), float32(float32(mn)*dmin)
+				w[64*j+n], w[64*j+16+n] = f(ds), f(dm)
+				w[64*j+32+n], w[64*j+48+n] = f(ds), f(dm)
+			}
+		}
+		return
+	}
 	bs := t.TypeSize()
-	for b := 0; b < nb; b++ {
+	for b := 0; b < cols/32; b++ {
 		blk := row[b*bs : (b+1)*bs]
-		dw[16*b+n] = f16ToF32(le16(blk))
+		kw[16*b+n] = f(f16ToF32(le16(blk)))
 		v := vals[32*b : 32*b+32]
 		switch t {
 		case Q8_0:
-			for j := range v {
-				v[j] = int8(blk[2+j])
-			}
+			copy(v, blk[2:34])
 		case Q4_0:
 			for j := 0; j < 16; j++ {
 				c := blk[2+j]
-				v[j], v[j+16] = int8(c&15)-8, int8(c>>4)-8
+				v[j], v[j+16] = c&15-8, c>>4-8
 			}
 		case IQ4_NL:
 			for j := 0; j < 16; j++ {
 				c := blk[2+j]
-				v[j], v[j+16] = kvaluesIQ4NL[c&15], kvaluesIQ4NL[c>>4]
+				v[j], v[j+16] = uint8(kvaluesIQ4NL[c&15]), uint8(kvaluesIQ4NL[c>>4])
 			}
 		case Q5_0:
 			qh := binary.LittleEndian.Uint32(blk[2:])
 			for j := 0; j < 16; j++ {
 				c := blk[6+j]
-				v[j] = int8(c&15|uint8(qh>>j&1)<<4) - 16
-				v[j+16] = int8(c>>4|uint8(qh>>(j+16)&1)<<4) - 16
+				v[j] = c&15 | uint8(qh>>j&1)<<4 - 16
+				v[j+16] = c>>4 | uint8(qh>>(j+16)&1)<<4 - 16
 			}
 		}
 	}

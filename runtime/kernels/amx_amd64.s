@@ -30,6 +30,102 @@
 #define TDPBSSD_T0_T1_T2 BYTE $0xC4; BYTE $0xE2; BYTE $0x6B; BYTE $0x5E; BYTE $0xC1
 #define TILESTORED_DI_AX_T0 BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x04; BYTE $0x07
 
+// K-quant tiles: one TDPBSSD per 16-element lane ℓ of a 256-element super-block (tmm1 = A:
+// nt rows × 16 bytes; tmm2 = B: 4 rows × 4·nr bytes), so that each lane keeps its own sum as
+// in gemv_k_amd64.s. Per lane L = 16g+ℓ the caller provides in kw (32 words per lane): Q4_K,
+// Q5_K float(sc)·d for the 16 rows then float(m)·dmin; Q6_K the int32 scales then d. tk holds
+// per token, super-block and lane the pair (float(bsum), d_a): token t's lane L at
+// tk + 8·(t·16·nsb + L).
+//
+// Registers: SI A lane, DX lda, BX B lane, AX 64, DI cbuf, R9 kw lane, R10 tk of token 0,
+// R11 tk step per token, R12 lane offset ℓ·64, R14 lanes left; per token CX count, R8 acc,
+// R13 cbuf row, R15 tk.
+
+#define KLANE_START \
+	MOVQ cfg+0(FP), CX   \
+	LDTILECFG_CX         \
+	MOVQ a+24(FP), SI    \
+	MOVQ lda+32(FP), DX  \
+	MOVQ b+40(FP), BX    \
+	MOVQ $64, AX         \
+	MOVQ cbuf+16(FP), DI \
+	MOVQ kw+48(FP), R9   \
+	MOVQ tk+56(FP), R10  \
+	MOVQ nsb+64(FP), R14 \
+	MOVQ R14, R11        \
+	SHLQ $7, R11         \
+	SHLQ $4, R14         \
+	XORQ R12, R12
+
+#define KLANE_TILE \
+	TILEZERO_T0         \
+	TILELOADD_T1_SI_DX  \
+	TILELOADD_T2_BX_AX  \
+	TDPBSSD_T0_T1_T2    \
+	TILESTORED_DI_AX_T0 \
+	MOVQ nt+72(FP), CX  \
+	MOVQ acc+8(FP), R8  \
+	ADDQ R12, R8        \
+	MOVQ DI, R13        \
+	MOVQ R10, R15
+
+#define KLANE_NEXT \
+	ADDQ $16, SI    \
+	ADDQ $256, BX   \
+	ADDQ $128, R9   \
+	ADDQ $8, R10    \
+	ADDQ $64, R12   \
+	ANDQ $1023, R12 \
+	DECQ R14
+
+#define KTOK_NEXT \
+	ADDQ $64, R13   \
+	ADDQ R11, R15   \
+	ADDQ $1024, R8  \
+	DECQ CX
+
+// REDUCE_STORE adds each token's 16 lane accumulators (acc, 1 KB per token) as HSUM_STORE
+// does (hsum_amd64.h), with the 16 rows side by side in the vectors: a_i = l_i + l_(i+8),
+// b_i = a_i + a_(i+4), c_i = b_i + b_(i+2), sum = c_0 + c_1; it stores the rows set in mask
+// at y + t·ldy. The functions below share the argument offsets it reads.
+#define REDUCE_STORE \
+	MOVQ  mask+96(FP), AX      \
+	KMOVW AX, K1               \
+	MOVQ  acc+8(FP), R8        \
+	MOVQ  y+80(FP), DI         \
+	MOVQ  ldy+88(FP), R15      \
+	SHLQ  $2, R15              \
+	MOVQ  nt+72(FP), CX        \
+kreduce:                       \
+	VMOVUPS (0*64)(R8), Z0     \
+	VMOVUPS (1*64)(R8), Z1     \
+	VMOVUPS (2*64)(R8), Z2     \
+	VMOVUPS (3*64)(R8), Z3     \
+	VMOVUPS (4*64)(R8), Z4     \
+	VMOVUPS (5*64)(R8), Z5     \
+	VMOVUPS (6*64)(R8), Z6     \
+	VMOVUPS (7*64)(R8), Z7     \
+	VADDPS  (8*64)(R8), Z0, Z0 \
+	VADDPS  (9*64)(R8), Z1, Z1 \
+	VADDPS  (10*64)(R8), Z2, Z2 \
+	VADDPS  (11*64)(R8), Z3, Z3 \
+	VADDPS  (12*64)(R8), Z4, Z4 \
+	VADDPS  (13*64)(R8), Z5, Z5 \
+	VADDPS  (14*64)(R8), Z6, Z6 \
+	VADDPS  (15*64)(R8), Z7, Z7 \
+	VADDPS  Z4, Z0, Z0         \
+	VADDPS  Z5, Z1, Z1         \
+	VADDPS  Z6, Z2, Z2         \
+	VADDPS  Z7, Z3, Z3         \
+	VADDPS  Z2, Z0, Z0         \
+	VADDPS  Z3, Z1, Z1         \
+	VADDPS  Z1, Z0, Z0         \
+	VMOVUPS Z0, K1, (DI)       \
+	ADDQ    $1024, R8          \
+	ADDQ    R15, DI            \
+	DECQ    CX                 \
+	JNE     kreduce
+
 // func amxQ8Tile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, dw *float32, da *float32, nb, nt int, y *float32, ldy int, mask uint64)
 //
 // For nt ≤ 16 tokens and nr ≤ 16 weight rows (the tile shapes in cfg), over nb blocks:
@@ -95,47 +191,70 @@ tok:
 	JNE  block
 
 	TILERELEASE
+	REDUCE_STORE
+	VZEROUPPER
+	RET
 
-	// Reduce each token's 16 lane accumulators as HSUM_STORE does (hsum_amd64.h):
-	// a_i = l_i + l_(i+8), b_i = a_i + a_(i+4), c_i = b_i + b_(i+2), sum = c_0 + c_1,
-	// here with the 16 rows side by side in the vectors.
-	MOVQ  mask+96(FP), AX
-	KMOVW AX, K1
-	MOVQ  acc+8(FP), R8
-	MOVQ  y+80(FP), DI
-	MOVQ  ldy+88(FP), R15
-	SHLQ  $2, R15
-	MOVQ  nt+72(FP), CX
+// func amxQ4KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsb, nt int, y *float32, ldy int, mask uint64)
+//
+// Q4_K and Q5_K (gemv_k_amd64.s's KFINISH, lane by lane):
+//
+//	acc[t][ℓ][n] = fma(float(sum), sc·d·d_a, acc);  acc = −float(bsum)·(m·dmin·d_a) + acc
+TEXT ·amxQ4KTile(SB), NOSPLIT, $0-104
+	KLANE_START
 
-reduce:
-	VMOVUPS (0*64)(R8), Z0
-	VMOVUPS (1*64)(R8), Z1
-	VMOVUPS (2*64)(R8), Z2
-	VMOVUPS (3*64)(R8), Z3
-	VMOVUPS (4*64)(R8), Z4
-	VMOVUPS (5*64)(R8), Z5
-	VMOVUPS (6*64)(R8), Z6
-	VMOVUPS (7*64)(R8), Z7
-	VADDPS  (8*64)(R8), Z0, Z0
-	VADDPS  (9*64)(R8), Z1, Z1
-	VADDPS  (10*64)(R8), Z2, Z2
-	VADDPS  (11*64)(R8), Z3, Z3
-	VADDPS  (12*64)(R8), Z4, Z4
-	VADDPS  (13*64)(R8), Z5, Z5
-	VADDPS  (14*64)(R8), Z6, Z6
-	VADDPS  (15*64)(R8), Z7, Z7
-	VADDPS  Z4, Z0, Z0
-	VADDPS  Z5, Z1, Z1
-	VADDPS  Z6, Z2, Z2
-	VADDPS  Z7, Z3, Z3
-	VADDPS  Z2, Z0, Z0
-	VADDPS  Z3, Z1, Z1
-	VADDPS  Z1, Z0, Z0
-	VMOVUPS Z0, K1, (DI)
-	ADDQ    $1024, R8
-	ADDQ    R15, DI
-	DECQ    CX
-	JNE     reduce
+q4klane:
+	KLANE_TILE
+	VMOVUPS (R9), Z28
+	VMOVUPS 64(R9), Z29
 
+q4ktok:
+	VCVTDQ2PS    (R13), Z1
+	VMULPS.BCST  4(R15), Z28, Z2
+	VMOVUPS      (R8), Z3
+	VFMADD231PS  Z2, Z1, Z3
+	VBROADCASTSS (R15), Z4
+	VMULPS.BCST  4(R15), Z29, Z5
+	VFNMADD231PS Z5, Z4, Z3
+	VMOVUPS      Z3, (R8)
+	KTOK_NEXT
+	JNE          q4ktok
+
+	KLANE_NEXT
+	JNE q4klane
+
+	TILERELEASE
+	REDUCE_STORE
+	VZEROUPPER
+	RET
+
+// func amxQ6KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsb, nt int, y *float32, ldy int, mask uint64)
+//
+// Q6_K (gemv_k_amd64.s's gemvQ6_K, lane by lane; B holds code−32):
+//
+//	acc[t][ℓ][n] = fma(float(sum·sc), d·d_a, acc)
+TEXT ·amxQ6KTile(SB), NOSPLIT, $0-104
+	KLANE_START
+
+q6klane:
+	KLANE_TILE
+	VMOVDQU32 (R9), Z28
+	VMOVUPS   64(R9), Z29
+
+q6ktok:
+	VPMULLD     (R13), Z28, Z1
+	VCVTDQ2PS   Z1, Z1
+	VMULPS.BCST 4(R15), Z29, Z2
+	VMOVUPS     (R8), Z3
+	VFMADD231PS Z2, Z1, Z3
+	VMOVUPS     Z3, (R8)
+	KTOK_NEXT
+	JNE         q6ktok
+
+	KLANE_NEXT
+	JNE q6klane
+
+	TILERELEASE
+	REDUCE_STORE
 	VZEROUPPER
 	RET

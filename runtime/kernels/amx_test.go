@@ -29,36 +29,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestAMXEncodings disassembles amxQ8Tile with GNU objdump, an assembler independent of the
+// TestAMXEncodings disassembles the AMX kernels with GNU objdump, an assembler independent of the
 // hand-written BYTE encodings, and checks every tile instruction and its operands.
 func TestAMXEncodings(t *testing.T) {
 	objdump, err := exec.LookPath("objdump")
 	if err != nil {
 		t.Skip("GNU objdump not installed")
-	}
-	// The assembly function and its ABI wrapper share the name; the wrapper has no tile code.
-	codes, err := funcCode(os.Args[0], "github.com/gquant/gquant/runtime/kernels.amxQ8Tile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body []byte
-	for i, code := range codes {
-		bin := filepath.Join(t.TempDir(), fmt.Sprintf("amxQ8Tile%d.bin", i))
-		if err := os.WriteFile(bin, code, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command(objdump, "-D", "-b", "binary", "-m", "i386:x86-64", "--no-show-raw-insn", bin).Output()
-		if err != nil {
-			t.Fatalf("objdump: %v", err)
-		}
-		body = append(body, out...)
-	}
-	var got []string
-	re := regexp.MustCompile(`\t((?:ldtilecfg|sttilecfg|tilerelease|tilezero|tileloadd\w*|tilestored|tdp\w+)\b.*)$`)
-	for _, line := range strings.Split(string(body), "\n") {
-		if m := re.FindStringSubmatch(line); m != nil {
-			got = append(got, strings.Join(strings.Fields(m[1]), " "))
-		}
 	}
 	want := []string{
 		"ldtilecfg (%rcx)",
@@ -69,12 +45,38 @@ func TestAMXEncodings(t *testing.T) {
 		"tilestored %tmm0,(%rdi,%rax,1)",
 		"tilerelease",
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("tile instructions of amxQ8Tile:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	// The assembler must not have emitted anything objdump cannot decode.
-	if bytes.Contains(body, []byte("(bad)")) {
-		t.Fatalf("objdump finds undecodable bytes in amxQ8Tile:\n%s", body)
+	re := regexp.MustCompile(`\t((?:ldtilecfg|sttilecfg|tilerelease|tilezero|tileloadd\w*|tilestored|tdp\w+)\b.*)$`)
+	for _, fn := range []string{"amxQ8Tile", "amxQ4KTile", "amxQ6KTile"} {
+		// The assembly function and its ABI wrapper share the name; the wrapper has no tile code.
+		codes, err := funcCode(os.Args[0], "github.com/gquant/gquant/runtime/kernels."+fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body []byte
+		for i, code := range codes {
+			bin := filepath.Join(t.TempDir(), fmt.Sprintf("%s%d.bin", fn, i))
+			if err := os.WriteFile(bin, code, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(objdump, "-D", "-b", "binary", "-m", "i386:x86-64", "--no-show-raw-insn", bin).Output()
+			if err != nil {
+				t.Fatalf("objdump: %v", err)
+			}
+			body = append(body, out...)
+		}
+		var got []string
+		for _, line := range strings.Split(string(body), "\n") {
+			if m := re.FindStringSubmatch(line); m != nil {
+				got = append(got, strings.Join(strings.Fields(m[1]), " "))
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("tile instructions of %s:\n%s\nwant:\n%s", fn, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		// The assembler must not have emitted anything objdump cannot decode.
+		if bytes.Contains(body, []byte("(bad)")) {
+			t.Errorf("objdump finds undecodable bytes in %s:\n%s", fn, body)
+		}
 	}
 }
 
@@ -134,9 +136,9 @@ func TestAMXNotSelectedWithoutAMX(t *testing.T) {
 }
 
 // TestAMXProducts runs batched products through the AMX implementation for every type it
-// handles and shapes with partial row blocks, partial token tiles and more than 16 blocks
-// (lanes reused): each result must equal the avx512vnni one bit for bit, and the float64
-// reference within rounding. It prints how many TDPBSSD the products must execute, which
+// handles (and Q4_1, which it leaves to the AVX-512 kernels) and shapes with partial row
+// blocks, partial token tiles and more than 16 blocks (lanes reused): each result must equal
+// the avx512vnni one bit for bit, and the float64 reference within rounding. It prints how many TDPBSSD the products must execute, which
 // TestAMXEmulated compares with the emulator's count.
 func TestAMXProducts(t *testing.T) {
 	if !hasImpl("amx") {
@@ -144,13 +146,13 @@ func TestAMXProducts(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(11, 12))
 	tiles, calls := 0, 0
-	for _, wt := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K} {
+	for _, wt := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q4_1} {
 		for _, shape := range []struct{ rows, cols, nTok int }{
 			{16, 32, 16}, {40, 544, 17}, {23, 1056, 33}, {64, 96, 48},
 		} {
 			cols := shape.cols
 			if wt.BlockSize() == 256 {
-				cols = 512
+				cols = 256 * (1 + shape.cols/512) // 1, 2 and 3 super-blocks
 			}
 			var data []byte
 			for r := 0; r < shape.rows; r++ {
@@ -186,7 +188,11 @@ func TestAMXProducts(t *testing.T) {
 				for i := 1; i < len(split); i++ {
 					c := (split[i] - split[i-1] + 15) / 16 * nt
 					calls += c
-					tiles += c * (cols / 32)
+					k := 32
+					if wt.BlockSize() == 256 {
+						k = 16 // one tile product per 16-element lane
+					}
+					tiles += c * (cols / k)
 				}
 			}
 		}

@@ -38,8 +38,8 @@
 //
 // Assembly ("amx", where the CPU has AMX-TILE and AMX-INT8 and Linux grants the tile state):
 // the avx512vnni kernels, except that ActQuant products of 16 or more tokens of Q4_0, IQ4_NL,
-// Q5_0 and Q8_0 weights run on AMX-INT8 tiles, with the float operations of the AVX-512 GEMV,
-// so that the results are the same bits (amx_amd64.go).
+// Q5_0, Q8_0, Q4_K, Q5_K and Q6_K weights run on AMX-INT8 tiles, with the float operations
+// of the AVX-512 GEMV, so that the results are the same bits (amx_amd64.go).
 //
 // The generic code always reads the ggml layout in Matrix.Data. For threads, Pool runs a
 // product's row ranges on persistent workers (Run: one contiguous chunk per worker;
