@@ -80,7 +80,7 @@ type amxScratch struct {
 	tk   []float32 // K-quants: (float(bsum), d_a) per token of a tile, super-block and lane
 	acc  []float32 // 16 tokens × 16 lanes × 16 rows
 	cbuf []int32   // one C tile, 16 × 16
-	vals []uint8   // one row's codes
+	vals []uint8   // 16 rows of decoded values
 	cfg  [2][64]byte
 }
 
@@ -131,10 +131,10 @@ func amxProduct(m *Matrix, Y []float32, a *Acts, r0, r1 int, s *amxScratch, tile
 		k, words, steps = 16, 32, cols/256 // K-quants: 16 lanes per super-block, 32 words each
 	}
 	lanes := cols / k
-	if cap(s.b) < 16*cols || cap(s.kw) < lanes*words || cap(s.vals) < cols {
-		s.b, s.kw, s.vals = make([]byte, 16*cols), make([]uint32, lanes*words), make([]uint8, cols)
+	if cap(s.b) < 16*cols || cap(s.kw) < lanes*words || cap(s.vals) < 16*cols {
+		s.b, s.kw, s.vals = make([]byte, 16*cols), make([]uint32, lanes*words), make([]uint8, 16*cols)
 	}
-	s.b, s.kw, s.vals = s.b[:16*cols], s.kw[:lanes*words], s.vals[:cols]
+	s.b, s.kw, s.vals = s.b[:16*cols], s.kw[:lanes*words], s.vals[:16*cols]
 	if kq && cap(s.tk) < 16*2*lanes {
 		s.tk = make([]float32, 16*2*lanes)
 	}
@@ -176,18 +176,25 @@ func amxTokenFactors(a *Acts, t0, nt int, tk []float32) {
 	}
 }
 
-// amxBuildB writes the B tiles and row factors of rows [rb, rb+nr) of m into s. Rows past nr
-// are left out: the tiles are 4·nr bytes wide, and their factors are zero.
+// amxBuildB writes the B tiles and row factors of rows [rb, rb+nr) of m into s: every row is
+// decoded into s.vals (16 rows of cols bytes), which amxTranspose16 then turns into B-tile
+// order (word q of row n at word 16q+n). Rows past nr are left out: the tiles are 4·nr bytes
+// wide, and their factors are zero.
 func amxBuildB(m *Matrix, rb, nr int, s *amxScratch) {
 	cols := m.Cols
 	clear(s.kw)
-	words := unsafe.Slice((*uint32)(unsafe.Pointer(&s.b[0])), len(s.b)/4)
 	for n := 0; n < nr; n++ {
 		row := m.Data[(rb+n)*m.rowBytes : (rb+n+1)*m.rowBytes]
-		amxDecodeRow(m.Type, s.vals, s.kw, n, row, cols)
-		src := unsafe.Slice((*uint32)(unsafe.Pointer(&s.vals[0])), cols/4)
-		for q, w := range src {
-			words[16*q+n] = w
+		amxDecodeRow(m.Type, s.vals[n*cols:(n+1)*cols], s.kw, n, row, cols)
+	}
+	words := unsafe.Slice((*uint32)(unsafe.Pointer(&s.b[0])), len(s.b)/4)
+	chunks := cols / 64
+	if chunks > 0 {
+		amxTranspose16(&words[0], &s.vals[0], cols, chunks)
+	}
+	for q := 16 * chunks; q < cols/4; q++ { // a last half chunk (cols ≡ 32 mod 64)
+		for n := 0; n < nr; n++ {
+			words[16*q+n] = binary.LittleEndian.Uint32(s.vals[n*cols+4*q:])
 		}
 	}
 }
@@ -200,7 +207,7 @@ func amxDecodeRow(t WType, vals []uint8, kw []uint32, n int, row []byte, cols in
 	f := math.Float32bits
 	switch t {
 	case Q4_K, Q5_K, Q6_K:
-		codes(t, vals, row, cols)
+		amxCodesK(t, vals, row, cols)
 		bs := t.TypeSize()
 		for g := 0; g < cols/256; g++ {
 			blk := row[g*bs : (g+1)*bs]
@@ -209,10 +216,6 @@ func amxDecodeRow(t WType, vals []uint8, kw []uint32, n int, row []byte, cols in
 				d := f16ToF32(le16(blk[208:]))
 				for l := 0; l < 16; l++ {
 					w[32*l+n], w[32*l+16+n] = uint32(int32(int8(blk[192+l]))), f(d)
-				}
-				v := vals[256*g : 256*g+256]
-				for i := range v {
-					v[i] -= 32 // code−32, as int8
 				}
 				continue
 			}
@@ -235,9 +238,13 @@ func amxDecodeRow(t WType, vals []uint8, kw []uint32, n int, row []byte, cols in
 		case Q8_0:
 			copy(v, blk[2:34])
 		case Q4_0:
-			for j := 0; j < 16; j++ {
-				c := blk[2+j]
-				v[j], v[j+16] = c&15-8, c>>4-8
+			// Eight codes at a time: c−8 per byte, as ((c|0x80) − 8) ^ 0x80 (no borrow
+			// crosses a byte).
+			const eight = 0x0808080808080808
+			for h := 0; h < 2; h++ {
+				x := binary.LittleEndian.Uint64(blk[2+8*h:])
+				binary.LittleEndian.PutUint64(v[8*h:], ((x&swarLo4|swarHigh)-eight)^swarHigh)
+				binary.LittleEndian.PutUint64(v[16+8*h:], ((x>>4&swarLo4|swarHigh)-eight)^swarHigh)
 			}
 		case IQ4_NL:
 			for j := 0; j < 16; j++ {
@@ -252,5 +259,49 @@ func amxDecodeRow(t WType, vals []uint8, kw []uint32, n int, row []byte, cols in
 				v[j+16] = c>>4 | uint8(qh>>(j+16)&1)<<4 - 16
 			}
 		}
+	}
+}
+
+// SWAR masks: eight bytes at a time.
+const (
+	swarLo4  = 0x0f0f0f0f0f0f0f0f
+	swarLo2  = 0x0303030303030303
+	swarHigh = 0x8080808080808080
+)
+
+// amxCodesK writes the values of one K-quant row: Q4_K and Q5_K their codes (codes), Q6_K
+// its codes minus 32 as int8 (eight at a time; c−32 = ((c|0x80) − 32) ^ 0x80 per byte, no
+// borrow crossing a byte).
+func amxCodesK(t WType, vals []uint8, row []byte, cols int) {
+	le := binary.LittleEndian
+	switch t {
+	case Q4_K:
+		for g := 0; g < cols/256; g++ {
+			qs, v := row[144*g+16:144*g+144], vals[256*g:256*g+256]
+			for j := 0; j < 4; j++ {
+				for w := 0; w < 4; w++ {
+					x := le.Uint64(qs[32*j+8*w:])
+					le.PutUint64(v[64*j+8*w:], x&swarLo4)
+					le.PutUint64(v[64*j+32+8*w:], x>>4&swarLo4)
+				}
+			}
+		}
+	case Q6_K:
+		const off = 0x2020202020202020
+		for g := 0; g < cols/256; g++ {
+			blk, v := row[210*g:210*g+210], vals[256*g:256*g+256]
+			for n := 0; n < 2; n++ {
+				ql, qh, o := blk[64*n:], blk[128+32*n:], v[128*n:]
+				for l := 0; l < 32; l += 8 {
+					x0, x1, h := le.Uint64(ql[l:]), le.Uint64(ql[l+32:]), le.Uint64(qh[l:])
+					le.PutUint64(o[l:], ((x0&swarLo4|(h&swarLo2)<<4|swarHigh)-off)^swarHigh)
+					le.PutUint64(o[l+32:], ((x1&swarLo4|(h>>2&swarLo2)<<4|swarHigh)-off)^swarHigh)
+					le.PutUint64(o[l+64:], ((x0>>4&swarLo4|(h>>4&swarLo2)<<4|swarHigh)-off)^swarHigh)
+					le.PutUint64(o[l+96:], ((x1>>4&swarLo4|(h>>6&swarLo2)<<4|swarHigh)-off)^swarHigh)
+				}
+			}
+		}
+	default:
+		codes(t, vals, row, cols)
 	}
 }

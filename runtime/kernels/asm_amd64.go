@@ -166,3 +166,6 @@ func amxQ4KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8,
 
 //go:noescape
 func amxQ6KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsb, nt int, y *float32, ldy int, mask uint64)
+
+//go:noescape
+func amxTranspose16(dst *uint32, src *byte, stride, chunks int)
