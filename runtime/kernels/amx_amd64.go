@@ -77,7 +77,7 @@ func amxTyped(t WType) bool {
 type amxScratch struct {
 	b    []byte    // B tiles: 512 bytes per 32-element block (256 per 16-element lane)
 	kw   []uint32  // per block: 16 row scales; per K-quant lane: 32 words (amx_amd64.s)
-	tk   []float32 // K-quants: (float(bsum), d_a) per token of a tile, super-block and lane
+	tk   []float32 // 16 tokens' factors: d_a per block, or (float(bsum), d_a) per K-quant lane
 	acc  []float32 // 16 tokens × 16 lanes × 16 rows
 	cbuf []int32   // one C tile, 16 × 16
 	vals []uint8   // 16 rows of decoded values
@@ -135,14 +135,15 @@ func amxProduct(m *Matrix, Y []float32, a *Acts, r0, r1 int, s *amxScratch, tile
 		s.b, s.kw, s.vals = make([]byte, 16*cols), make([]uint32, lanes*words), make([]uint8, 16*cols)
 	}
 	s.b, s.kw, s.vals = s.b[:16*cols], s.kw[:lanes*words], s.vals[:16*cols]
-	if kq && cap(s.tk) < 16*2*lanes {
-		s.tk = make([]float32, 16*2*lanes)
+	if cap(s.tk) < 32*lanes {
+		s.tk = make([]float32, 32*lanes)
 	}
 	for rb := r0; rb < r1; rb += 16 {
 		nr := min(16, r1-rb)
 		amxBuildB(m, rb, nr, s)
 		amxConfig(&s.cfg[0], 16, nr, k)
 		mask := uint64(1)<<nr - 1
+		kw := (*float32)(unsafe.Pointer(&s.kw[0]))
 		for t0 := 0; t0 < nTok; t0 += 16 {
 			nt := min(16, nTok-t0)
 			cfg := &s.cfg[0]
@@ -150,12 +151,17 @@ func amxProduct(m *Matrix, Y []float32, a *Acts, r0, r1 int, s *amxScratch, tile
 				cfg = &s.cfg[1]
 				amxConfig(cfg, nt, nr, k)
 			}
-			clear(s.acc[:nt*256])
-			kw := (*float32)(unsafe.Pointer(&s.kw[0]))
-			tk := &a.d[t0*steps]
-			if kq {
+			var tk *float32
+			switch {
+			case kq:
 				amxTokenFactors(a, t0, nt, s.tk)
 				tk = &s.tk[0]
+			case nt == 16:
+				tk = &a.d[t0*steps]
+			default: // the tail tile: 16 tokens' scales, zeros past nt
+				d := s.tk[:16*steps]
+				clear(d[copy(d, a.d[t0*steps:]):])
+				tk = &d[0]
 			}
 			tile(&cfg[0], &s.acc[0], &s.cbuf[0], &a.qs[t0*cols], cols, (*int8)(unsafe.Pointer(&s.b[0])), kw, tk, steps, nt, &Y[t0*rows+rb], rows, mask)
 		}
@@ -163,9 +169,11 @@ func amxProduct(m *Matrix, Y []float32, a *Acts, r0, r1 int, s *amxScratch, tile
 }
 
 // amxTokenFactors writes, for tokens [t0, t0+nt) of Q8_K activations a, the pair
-// (float(bsum), d_a) of every 16-element lane into tk: token t's lane L at tk[2·(t·lanes+L)].
+// (float(bsum), d_a) of every 16-element lane into tk: token t's lane L at tk[2·(t·lanes+L)];
+// the pairs of tokens nt to 15 are zeros.
 func amxTokenFactors(a *Acts, t0, nt int, tk []float32) {
 	lanes := a.cols / 16
+	clear(tk[2*nt*lanes : 32*lanes])
 	for t := 0; t < nt; t++ {
 		bs := a.bsums[(t0+t)*lanes : (t0+t+1)*lanes]
 		d := a.d[(t0+t)*(lanes/16):]

@@ -2,9 +2,10 @@
 
 #include "textflag.h"
 
-// AMX-INT8 GEMM tile for the 32-element block types (Q4_0, IQ4_NL, Q5_0, Q8_0) against Q8_0
-// activations; see amx_amd64.go for the tile layout and why the float operations are those of
-// the AVX-512 GEMV kernels (gemv_q8_amd64.s), bit for bit.
+// AMX-INT8 GEMM tiles for the 32-element block types (Q4_0, IQ4_NL, Q5_0, Q8_0) against Q8_0
+// activations and for the K-quants (Q4_K, Q5_K, Q6_K) against Q8_K activations; see
+// amx_amd64.go for the tile layout and why the float operations are those of the AVX-512 GEMV
+// kernels (gemv_q8_amd64.s, gemv_k_amd64.s), bit for bit.
 //
 // The Go assembler knows no AMX instruction, so each is written as BYTE encodings (VEX, map
 // 0F38, W0, L0; Intel SDM vol. 2). Only legacy registers appear in them (no REX bits); the
@@ -17,10 +18,6 @@
 //	TILELOADD  tmm2, (BX)(AX*1)  C4 E2 7B 4B 14 03
 //	TDPBSSD    tmm0, tmm1, tmm2  C4 E2 6B 5E C1   (tmm0 += tmm1 · tmm2, signed × signed)
 //	TILESTORED (DI)(AX*1), tmm0  C4 E2 7A 4B 04 07
-//
-// Tiles (configured by the caller's 64-byte palette-1 record): tmm0 = C, nt rows × 4·nr bytes
-// (int32 sums); tmm1 = A, nt rows × 32 bytes (one block of nt tokens); tmm2 = B, 8 rows × 4·nr
-// bytes (one block of nr weight rows in VNNI order).
 
 #define LDTILECFG_CX     BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0x01
 #define TILERELEASE      BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0xC0
@@ -29,60 +26,6 @@
 #define TILELOADD_T2_BX_AX BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x14; BYTE $0x03
 #define TDPBSSD_T0_T1_T2 BYTE $0xC4; BYTE $0xE2; BYTE $0x6B; BYTE $0x5E; BYTE $0xC1
 #define TILESTORED_DI_AX_T0 BYTE $0xC4; BYTE $0xE2; BYTE $0x7A; BYTE $0x4B; BYTE $0x04; BYTE $0x07
-
-// K-quant tiles: one TDPBSSD per 16-element lane ℓ of a 256-element super-block (tmm1 = A:
-// nt rows × 16 bytes; tmm2 = B: 4 rows × 4·nr bytes), so that each lane keeps its own sum as
-// in gemv_k_amd64.s. Per lane L = 16g+ℓ the caller provides in kw (32 words per lane): Q4_K,
-// Q5_K float(sc)·d for the 16 rows then float(m)·dmin; Q6_K the int32 scales then d. tk holds
-// per token, super-block and lane the pair (float(bsum), d_a): token t's lane L at
-// tk + 8·(t·16·nsb + L).
-//
-// Registers: SI A lane, DX lda, BX B lane, AX 64, DI cbuf, R9 kw lane, R10 tk of token 0,
-// R11 tk step per token, R12 lane offset ℓ·64, R14 lanes left; per token CX count, R8 acc,
-// R13 cbuf row, R15 tk.
-
-#define KLANE_START \
-	MOVQ cfg+0(FP), CX   \
-	LDTILECFG_CX         \
-	MOVQ a+24(FP), SI    \
-	MOVQ lda+32(FP), DX  \
-	MOVQ b+40(FP), BX    \
-	MOVQ $64, AX         \
-	MOVQ cbuf+16(FP), DI \
-	MOVQ kw+48(FP), R9   \
-	MOVQ tk+56(FP), R10  \
-	MOVQ nsb+64(FP), R14 \
-	MOVQ R14, R11        \
-	SHLQ $7, R11         \
-	SHLQ $4, R14         \
-	XORQ R12, R12
-
-#define KLANE_TILE \
-	TILEZERO_T0         \
-	TILELOADD_T1_SI_DX  \
-	TILELOADD_T2_BX_AX  \
-	TDPBSSD_T0_T1_T2    \
-	TILESTORED_DI_AX_T0 \
-	MOVQ nt+72(FP), CX  \
-	MOVQ acc+8(FP), R8  \
-	ADDQ R12, R8        \
-	MOVQ DI, R13        \
-	MOVQ R10, R15
-
-#define KLANE_NEXT \
-	ADDQ $16, SI    \
-	ADDQ $256, BX   \
-	ADDQ $128, R9   \
-	ADDQ $8, R10    \
-	ADDQ $64, R12   \
-	ANDQ $1023, R12 \
-	DECQ R14
-
-#define KTOK_NEXT \
-	ADDQ $64, R13   \
-	ADDQ R11, R15   \
-	ADDQ $1024, R8  \
-	DECQ CX
 
 // REDUCE_STORE adds each token's 16 lane accumulators (acc, 1 KB per token) as HSUM_STORE
 // does (hsum_amd64.h), with the 16 rows side by side in the vectors: a_i = l_i + l_(i+8),
@@ -126,133 +69,566 @@ kreduce:                       \
 	DECQ    CX                 \
 	JNE     kreduce
 
-// func amxQ8Tile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, dw *float32, da *float32, nb, nt int, y *float32, ldy int, mask uint64)
+// The tile kernels. Each computes, for nt ≤ 16 tokens and nr ≤ 16 weight rows (the tile
+// shapes in cfg: tmm0 = C, nt rows × 4·nr bytes; tmm1 = A, nt rows × 32 or 16 bytes; tmm2 =
+// B, 8 or 4 rows × 4·nr bytes), the products of every step (a block, or a K-quant lane): one
+// TDPBSSD gives the exact int32 sums of the step for all (token, row) pairs, stored to cbuf
+// (16 × 16 int32); the sums are then scaled and accumulated per lane ℓ = step mod 16 exactly
+// as the AVX-512 GEMV kernels accumulate their 16 lanes. The steps are taken lane by lane
+// (ℓ, ℓ+16, ℓ+32, … in increasing order, the GEMV's order within a lane), so that the 16
+// tokens' accumulators of the lane stay in Z0-Z15; they are stored to acc (token t, lane ℓ
+// at acc + 1024t + 64ℓ), and REDUCE_STORE adds the lanes and writes y. tk must hold 16
+// tokens' factors (zeros past nt: cbuf rows past nt are stale and must count for nothing).
 //
-// For nt ≤ 16 tokens and nr ≤ 16 weight rows (the tile shapes in cfg), over nb blocks:
+// Registers: AX 64 (B and cbuf row stride), DX lda, SI A, BX B, DI cbuf, R8 acc of the lane,
+// R9 kw, R10 tk of token 0, R11 tk step per token, R12 lane, R14 steps left, R15 tk of the
+// token, R13 scratch; Z0-Z15 the accumulators, Z26-Z31 scratch.
+
+// func amxQ8Tile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsteps, nt int, y *float32, ldy int, mask uint64)
 //
-//	acc[t][b%16][n] = fma(float(Σ_k A_b[t][k]·B_b[k][n]), dw[b][n]·da[t][b], acc[t][b%16][n])
+// The 32-element block types against Q8_0 activations: a step is a block b (A: 32 bytes per
+// token at a + t·lda + 32b; B: 512 bytes at b + 512b), kw holds its 16 row scales d_w
+// (kw + 64b), tk the activation scales (token t's d_a of block b at tk + 4·(t·nsteps + b)):
 //
-// then y[t·ldy + n] = the 16 lane accumulators of (t, n) added in the GEMV's order, for the
-// rows n set in mask. acc (nt × 16 × 16 floats) must be zero on entry; cbuf is 16 × 16 int32.
-// A block b of token t is at a + t·lda + 32b, its scale at da + t·nb + b; B block b at
-// b + 512b, its row scales at dw + 16b.
-//
-// Registers: SI A block, DX lda, BX B block, AX 64 (B and cbuf row stride), DI cbuf, R9 dw,
-// R10 da of token 0, R11 da step per token, R12 lane offset (b%16)·64, R14 blocks left;
-// per token CX count, R8 acc, R13 cbuf row, R15 da.
+//	acc_t,b%16 = fma(float(sum), d_w·d_a, acc_t,b%16)   (gemv_q8_amd64.s's DSCALE, FINISH32)
 TEXT ·amxQ8Tile(SB), NOSPLIT, $0-104
 	MOVQ cfg+0(FP), CX
 	LDTILECFG_CX
-	MOVQ a+24(FP), SI
-	MOVQ lda+32(FP), DX
-	MOVQ b+40(FP), BX
 	MOVQ $64, AX
+	MOVQ lda+32(FP), DX
 	MOVQ cbuf+16(FP), DI
-	MOVQ dw+48(FP), R9
-	MOVQ da+56(FP), R10
-	MOVQ nb+64(FP), R14
-	MOVQ R14, R11
+	MOVQ acc+8(FP), R8
+	MOVQ nsteps+64(FP), R11
 	SHLQ $2, R11
 	XORQ R12, R12
 
-block:
+Q8lane:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ R12, R13
+	SHLQ $5, R13
+	MOVQ a+24(FP), SI
+	ADDQ R13, SI
+	MOVQ R12, R13
+	SHLQ $9, R13
+	MOVQ b+40(FP), BX
+	ADDQ R13, BX
+	MOVQ R12, R13
+	SHLQ $6, R13
+	MOVQ kw+48(FP), R9
+	ADDQ R13, R9
+	MOVQ R12, R13
+	SHLQ $2, R13
+	MOVQ tk+56(FP), R10
+	ADDQ R13, R10
+	MOVQ nsteps+64(FP), R14
+	SHLQ $0, R14
+	SUBQ R12, R14
+	JLE  Q8store
+
+Q8step:
 	TILEZERO_T0
 	TILELOADD_T1_SI_DX
 	TILELOADD_T2_BX_AX
 	TDPBSSD_T0_T1_T2
 	TILESTORED_DI_AX_T0
 	VMOVUPS (R9), Z30
-	MOVQ    nt+72(FP), CX
-	MOVQ    acc+8(FP), R8
-	ADDQ    R12, R8
-	MOVQ    DI, R13
-	MOVQ    R10, R15
+	MOVQ R10, R15
+	VCVTDQ2PS   (0)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z0
+	ADDQ R11, R15
+	VCVTDQ2PS   (64)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z1
+	ADDQ R11, R15
+	VCVTDQ2PS   (128)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z2
+	ADDQ R11, R15
+	VCVTDQ2PS   (192)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z3
+	ADDQ R11, R15
+	VCVTDQ2PS   (256)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z4
+	ADDQ R11, R15
+	VCVTDQ2PS   (320)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z5
+	ADDQ R11, R15
+	VCVTDQ2PS   (384)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z6
+	ADDQ R11, R15
+	VCVTDQ2PS   (448)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z7
+	ADDQ R11, R15
+	VCVTDQ2PS   (512)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z8
+	ADDQ R11, R15
+	VCVTDQ2PS   (576)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z9
+	ADDQ R11, R15
+	VCVTDQ2PS   (640)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z10
+	ADDQ R11, R15
+	VCVTDQ2PS   (704)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z11
+	ADDQ R11, R15
+	VCVTDQ2PS   (768)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z12
+	ADDQ R11, R15
+	VCVTDQ2PS   (832)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z13
+	ADDQ R11, R15
+	VCVTDQ2PS   (896)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z14
+	ADDQ R11, R15
+	VCVTDQ2PS   (960)(DI), Z29
+	VMULPS.BCST (R15), Z30, Z31
+	VFMADD231PS Z31, Z29, Z15
+	ADDQ $512, SI
+	ADDQ $8192, BX
+	ADDQ $1024, R9
+	ADDQ $64, R10
+	SUBQ $16, R14
+	JG   Q8step
 
-tok:
-	VCVTDQ2PS    (R13), Z1
-	VBROADCASTSS (R15), Z2
-	VMULPS       Z30, Z2, Z2
-	VMOVUPS      (R8), Z3
-	VFMADD231PS  Z2, Z1, Z3
-	VMOVUPS      Z3, (R8)
-	ADDQ         $64, R13
-	ADDQ         R11, R15
-	ADDQ         $1024, R8
-	DECQ         CX
-	JNE          tok
-
-	ADDQ $32, SI
-	ADDQ $512, BX
-	ADDQ $64, R9
-	ADDQ $4, R10
-	ADDQ $64, R12
-	ANDQ $1023, R12
-	DECQ R14
-	JNE  block
+Q8store:
+	VMOVUPS Z0, (0)(R8)
+	VMOVUPS Z1, (1024)(R8)
+	VMOVUPS Z2, (2048)(R8)
+	VMOVUPS Z3, (3072)(R8)
+	VMOVUPS Z4, (4096)(R8)
+	VMOVUPS Z5, (5120)(R8)
+	VMOVUPS Z6, (6144)(R8)
+	VMOVUPS Z7, (7168)(R8)
+	VMOVUPS Z8, (8192)(R8)
+	VMOVUPS Z9, (9216)(R8)
+	VMOVUPS Z10, (10240)(R8)
+	VMOVUPS Z11, (11264)(R8)
+	VMOVUPS Z12, (12288)(R8)
+	VMOVUPS Z13, (13312)(R8)
+	VMOVUPS Z14, (14336)(R8)
+	VMOVUPS Z15, (15360)(R8)
+	ADDQ $64, R8
+	INCQ R12
+	CMPQ R12, $16
+	JLT  Q8lane
 
 	TILERELEASE
 	REDUCE_STORE
 	VZEROUPPER
 	RET
 
-// func amxQ4KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsb, nt int, y *float32, ldy int, mask uint64)
+// func amxQ4KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsteps, nt int, y *float32, ldy int, mask uint64)
 //
-// Q4_K and Q5_K (gemv_k_amd64.s's KFINISH, lane by lane):
+// Q4_K and Q5_K against Q8_K activations; nsteps is the number of super-blocks, a step is a
+// 16-element lane L = 16g+ℓ (A: 16 bytes per token at a + t·lda + 16L; B: 256 bytes at
+// b + 256L), kw holds 32 words per lane (float(sc)·d of the 16 rows, then float(m)·dmin), tk
+// the pair (float(bsum), d_a) of token t and lane L at tk + 8·(t·16·nsteps + L):
 //
-//	acc[t][ℓ][n] = fma(float(sum), sc·d·d_a, acc);  acc = −float(bsum)·(m·dmin·d_a) + acc
+//	acc_t,ℓ = fma(float(sum), sc·d·d_a, acc_t,ℓ);  acc_t,ℓ = −float(bsum)·(m·dmin·d_a) + acc_t,ℓ
+//
+// (gemv_k_amd64.s's KSCALES and KFINISH, lane by lane).
 TEXT ·amxQ4KTile(SB), NOSPLIT, $0-104
-	KLANE_START
+	MOVQ cfg+0(FP), CX
+	LDTILECFG_CX
+	MOVQ $64, AX
+	MOVQ lda+32(FP), DX
+	MOVQ cbuf+16(FP), DI
+	MOVQ acc+8(FP), R8
+	MOVQ nsteps+64(FP), R11
+	SHLQ $7, R11
+	XORQ R12, R12
 
-q4klane:
-	KLANE_TILE
+Q4Klane:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ R12, R13
+	SHLQ $4, R13
+	MOVQ a+24(FP), SI
+	ADDQ R13, SI
+	MOVQ R12, R13
+	SHLQ $8, R13
+	MOVQ b+40(FP), BX
+	ADDQ R13, BX
+	MOVQ R12, R13
+	SHLQ $7, R13
+	MOVQ kw+48(FP), R9
+	ADDQ R13, R9
+	MOVQ R12, R13
+	SHLQ $3, R13
+	MOVQ tk+56(FP), R10
+	ADDQ R13, R10
+	MOVQ nsteps+64(FP), R14
+	SHLQ $4, R14
+	SUBQ R12, R14
+	JLE  Q4Kstore
+
+Q4Kstep:
+	TILEZERO_T0
+	TILELOADD_T1_SI_DX
+	TILELOADD_T2_BX_AX
+	TDPBSSD_T0_T1_T2
+	TILESTORED_DI_AX_T0
 	VMOVUPS (R9), Z28
 	VMOVUPS 64(R9), Z29
+	MOVQ R10, R15
+	VCVTDQ2PS    (0)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z0
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z0
+	ADDQ R11, R15
+	VCVTDQ2PS    (64)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z1
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z1
+	ADDQ R11, R15
+	VCVTDQ2PS    (128)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z2
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z2
+	ADDQ R11, R15
+	VCVTDQ2PS    (192)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z3
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z3
+	ADDQ R11, R15
+	VCVTDQ2PS    (256)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z4
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z4
+	ADDQ R11, R15
+	VCVTDQ2PS    (320)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z5
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z5
+	ADDQ R11, R15
+	VCVTDQ2PS    (384)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z6
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z6
+	ADDQ R11, R15
+	VCVTDQ2PS    (448)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z7
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z7
+	ADDQ R11, R15
+	VCVTDQ2PS    (512)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z8
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z8
+	ADDQ R11, R15
+	VCVTDQ2PS    (576)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z9
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z9
+	ADDQ R11, R15
+	VCVTDQ2PS    (640)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z10
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z10
+	ADDQ R11, R15
+	VCVTDQ2PS    (704)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z11
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z11
+	ADDQ R11, R15
+	VCVTDQ2PS    (768)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z12
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z12
+	ADDQ R11, R15
+	VCVTDQ2PS    (832)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z13
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z13
+	ADDQ R11, R15
+	VCVTDQ2PS    (896)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z14
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z14
+	ADDQ R11, R15
+	VCVTDQ2PS    (960)(DI), Z26
+	VMULPS.BCST  4(R15), Z28, Z27
+	VFMADD231PS  Z27, Z26, Z15
+	VBROADCASTSS (R15), Z26
+	VMULPS.BCST  4(R15), Z29, Z27
+	VFNMADD231PS Z27, Z26, Z15
+	ADDQ $256, SI
+	ADDQ $4096, BX
+	ADDQ $2048, R9
+	ADDQ $128, R10
+	SUBQ $16, R14
+	JG   Q4Kstep
 
-q4ktok:
-	VCVTDQ2PS    (R13), Z1
-	VMULPS.BCST  4(R15), Z28, Z2
-	VMOVUPS      (R8), Z3
-	VFMADD231PS  Z2, Z1, Z3
-	VBROADCASTSS (R15), Z4
-	VMULPS.BCST  4(R15), Z29, Z5
-	VFNMADD231PS Z5, Z4, Z3
-	VMOVUPS      Z3, (R8)
-	KTOK_NEXT
-	JNE          q4ktok
-
-	KLANE_NEXT
-	JNE q4klane
+Q4Kstore:
+	VMOVUPS Z0, (0)(R8)
+	VMOVUPS Z1, (1024)(R8)
+	VMOVUPS Z2, (2048)(R8)
+	VMOVUPS Z3, (3072)(R8)
+	VMOVUPS Z4, (4096)(R8)
+	VMOVUPS Z5, (5120)(R8)
+	VMOVUPS Z6, (6144)(R8)
+	VMOVUPS Z7, (7168)(R8)
+	VMOVUPS Z8, (8192)(R8)
+	VMOVUPS Z9, (9216)(R8)
+	VMOVUPS Z10, (10240)(R8)
+	VMOVUPS Z11, (11264)(R8)
+	VMOVUPS Z12, (12288)(R8)
+	VMOVUPS Z13, (13312)(R8)
+	VMOVUPS Z14, (14336)(R8)
+	VMOVUPS Z15, (15360)(R8)
+	ADDQ $64, R8
+	INCQ R12
+	CMPQ R12, $16
+	JLT  Q4Klane
 
 	TILERELEASE
 	REDUCE_STORE
 	VZEROUPPER
 	RET
 
-// func amxQ6KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsb, nt int, y *float32, ldy int, mask uint64)
+// func amxQ6KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsteps, nt int, y *float32, ldy int, mask uint64)
 //
-// Q6_K (gemv_k_amd64.s's gemvQ6_K, lane by lane; B holds code−32):
+// Q6_K against Q8_K activations, laid out as for amxQ4KTile; B holds code−32, kw the int32
+// scales of the 16 rows then d:
 //
-//	acc[t][ℓ][n] = fma(float(sum·sc), d·d_a, acc)
+//	acc_t,ℓ = fma(float(sum·sc), d·d_a, acc_t,ℓ)   (gemv_k_amd64.s's gemvQ6_K)
 TEXT ·amxQ6KTile(SB), NOSPLIT, $0-104
-	KLANE_START
+	MOVQ cfg+0(FP), CX
+	LDTILECFG_CX
+	MOVQ $64, AX
+	MOVQ lda+32(FP), DX
+	MOVQ cbuf+16(FP), DI
+	MOVQ acc+8(FP), R8
+	MOVQ nsteps+64(FP), R11
+	SHLQ $7, R11
+	XORQ R12, R12
 
-q6klane:
-	KLANE_TILE
+Q6Klane:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ R12, R13
+	SHLQ $4, R13
+	MOVQ a+24(FP), SI
+	ADDQ R13, SI
+	MOVQ R12, R13
+	SHLQ $8, R13
+	MOVQ b+40(FP), BX
+	ADDQ R13, BX
+	MOVQ R12, R13
+	SHLQ $7, R13
+	MOVQ kw+48(FP), R9
+	ADDQ R13, R9
+	MOVQ R12, R13
+	SHLQ $3, R13
+	MOVQ tk+56(FP), R10
+	ADDQ R13, R10
+	MOVQ nsteps+64(FP), R14
+	SHLQ $4, R14
+	SUBQ R12, R14
+	JLE  Q6Kstore
+
+Q6Kstep:
+	TILEZERO_T0
+	TILELOADD_T1_SI_DX
+	TILELOADD_T2_BX_AX
+	TDPBSSD_T0_T1_T2
+	TILESTORED_DI_AX_T0
 	VMOVDQU32 (R9), Z28
-	VMOVUPS   64(R9), Z29
+	VMOVUPS 64(R9), Z29
+	MOVQ R10, R15
+	VPMULLD     (0)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z0
+	ADDQ R11, R15
+	VPMULLD     (64)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z1
+	ADDQ R11, R15
+	VPMULLD     (128)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z2
+	ADDQ R11, R15
+	VPMULLD     (192)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z3
+	ADDQ R11, R15
+	VPMULLD     (256)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z4
+	ADDQ R11, R15
+	VPMULLD     (320)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z5
+	ADDQ R11, R15
+	VPMULLD     (384)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z6
+	ADDQ R11, R15
+	VPMULLD     (448)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z7
+	ADDQ R11, R15
+	VPMULLD     (512)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z8
+	ADDQ R11, R15
+	VPMULLD     (576)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z9
+	ADDQ R11, R15
+	VPMULLD     (640)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z10
+	ADDQ R11, R15
+	VPMULLD     (704)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z11
+	ADDQ R11, R15
+	VPMULLD     (768)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z12
+	ADDQ R11, R15
+	VPMULLD     (832)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z13
+	ADDQ R11, R15
+	VPMULLD     (896)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z14
+	ADDQ R11, R15
+	VPMULLD     (960)(DI), Z28, Z26
+	VCVTDQ2PS   Z26, Z26
+	VMULPS.BCST 4(R15), Z29, Z27
+	VFMADD231PS Z27, Z26, Z15
+	ADDQ $256, SI
+	ADDQ $4096, BX
+	ADDQ $2048, R9
+	ADDQ $128, R10
+	SUBQ $16, R14
+	JG   Q6Kstep
 
-q6ktok:
-	VPMULLD     (R13), Z28, Z1
-	VCVTDQ2PS   Z1, Z1
-	VMULPS.BCST 4(R15), Z29, Z2
-	VMOVUPS     (R8), Z3
-	VFMADD231PS Z2, Z1, Z3
-	VMOVUPS     Z3, (R8)
-	KTOK_NEXT
-	JNE         q6ktok
-
-	KLANE_NEXT
-	JNE q6klane
+Q6Kstore:
+	VMOVUPS Z0, (0)(R8)
+	VMOVUPS Z1, (1024)(R8)
+	VMOVUPS Z2, (2048)(R8)
+	VMOVUPS Z3, (3072)(R8)
+	VMOVUPS Z4, (4096)(R8)
+	VMOVUPS Z5, (5120)(R8)
+	VMOVUPS Z6, (6144)(R8)
+	VMOVUPS Z7, (7168)(R8)
+	VMOVUPS Z8, (8192)(R8)
+	VMOVUPS Z9, (9216)(R8)
+	VMOVUPS Z10, (10240)(R8)
+	VMOVUPS Z11, (11264)(R8)
+	VMOVUPS Z12, (12288)(R8)
+	VMOVUPS Z13, (13312)(R8)
+	VMOVUPS Z14, (14336)(R8)
+	VMOVUPS Z15, (15360)(R8)
+	ADDQ $64, R8
+	INCQ R12
+	CMPQ R12, $16
+	JLT  Q6Klane
 
 	TILERELEASE
 	REDUCE_STORE

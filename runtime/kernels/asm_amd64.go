@@ -159,13 +159,13 @@ func gemmQ4_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byt
 func gemmQ5_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 
 //go:noescape
-func amxQ8Tile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, dw *float32, da *float32, nb, nt int, y *float32, ldy int, mask uint64)
+func amxQ8Tile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsteps, nt int, y *float32, ldy int, mask uint64)
 
 //go:noescape
-func amxQ4KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsb, nt int, y *float32, ldy int, mask uint64)
+func amxQ4KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsteps, nt int, y *float32, ldy int, mask uint64)
 
 //go:noescape
-func amxQ6KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsb, nt int, y *float32, ldy int, mask uint64)
+func amxQ6KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsteps, nt int, y *float32, ldy int, mask uint64)
 
 //go:noescape
 func amxTranspose16(dst *uint32, src *byte, stride, chunks int)
