@@ -79,25 +79,28 @@ type amxScratch struct {
 	kw   []uint32  // per block: 16 row scales; per K-quant lane: 32 words (amx_amd64.s)
 	tk   []float32 // 16 tokens' factors: d_a per block, or (float(bsum), d_a) per K-quant lane
 	acc  []float32 // 16 tokens × 16 lanes × 16 rows
-	cbuf []int32   // one C tile, 16 × 16
+	cbuf []int32   // two C tiles, 16 × 16 each
 	vals []uint8   // 16 rows of decoded values
 	cfg  [2][64]byte
 }
 
 var amxScratchPool = sync.Pool{New: func() any {
-	return &amxScratch{acc: make([]float32, 16*16*16), cbuf: make([]int32, 16*16)}
+	return &amxScratch{acc: make([]float32, 16*16*16), cbuf: make([]int32, 2*16*16)}
 }}
 
 // amxConfig fills a palette-1 tile configuration for nt tokens, nr rows and k-element steps
-// (32 for the block types, 16 for K-quant lanes): tmm0 = C (nt rows of 4·nr bytes), tmm1 = A
-// (nt rows of k bytes), tmm2 = B (k/4 rows of 4·nr bytes).
+// (32 for the block types, 16 for K-quant lanes), two sets of three tiles: tmm0 and tmm3 = C
+// (nt rows of 4·nr bytes), tmm1 and tmm4 = A (nt rows of k bytes), tmm2 and tmm5 = B (k/4
+// rows of 4·nr bytes).
 func amxConfig(cfg *[64]byte, nt, nr, k int) {
 	clear(cfg[:])
 	cfg[0] = 1 // palette
-	binary.LittleEndian.PutUint16(cfg[16:], uint16(4*nr))
-	binary.LittleEndian.PutUint16(cfg[18:], uint16(k))
-	binary.LittleEndian.PutUint16(cfg[20:], uint16(4*nr))
-	cfg[48], cfg[49], cfg[50] = byte(nt), byte(nt), byte(k/4)
+	for set := 0; set < 6; set += 3 {
+		binary.LittleEndian.PutUint16(cfg[16+2*set:], uint16(4*nr))
+		binary.LittleEndian.PutUint16(cfg[18+2*set:], uint16(k))
+		binary.LittleEndian.PutUint16(cfg[20+2*set:], uint16(4*nr))
+		cfg[48+set], cfg[49+set], cfg[50+set] = byte(nt), byte(nt), byte(k/4)
+	}
 }
 
 func amxMul(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int) bool {
