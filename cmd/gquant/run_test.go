@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gquant/gquant/runtime/kernels"
 )
 
 // TestRunCommand checks that gquant run prints the prompt and the reference's greedy
@@ -55,5 +57,30 @@ func TestBenchCommandJSON(t *testing.T) {
 	}
 	if v, _ := res["decode_tok_s"].(float64); !(v > 0) {
 		t.Errorf("decode_tok_s = %v", res["decode_tok_s"])
+	}
+}
+
+// TestBenchKernelsFlag checks that bench --kernels measures the named implementation, and
+// that a name this machine does not have is a usage error naming the ones it has.
+func TestBenchKernelsFlag(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "models", "stories260k")
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"bench", dir, "-p", "8", "-n", "2", "-r", "1", "--threads", "1", "--json", "--kernels", "generic"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var res struct{ Kernels string }
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || res.Kernels != "generic" {
+		t.Fatalf("bench --kernels generic reported kernels %q (%v): %s", res.Kernels, err, stdout.String())
+	}
+	if kernels.Impl() == "generic" && len(kernels.Impls()) > 1 {
+		t.Errorf("--kernels was not restored after the command: %s", kernels.Impl())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := execute([]string{"bench", dir, "--kernels", "tpu"}, &stdout, &stderr); code != exitUsage {
+		t.Fatalf("--kernels tpu: exit %d, want %d", code, exitUsage)
+	}
+	if msg := stderr.String(); !strings.Contains(msg, `"tpu"`) || !strings.Contains(msg, "generic") || strings.Count(strings.TrimSpace(msg), "\n") != 0 {
+		t.Errorf("--kernels tpu: want one line naming the value and the choices, got %q", msg)
 	}
 }
