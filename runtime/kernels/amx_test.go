@@ -193,6 +193,16 @@ func TestAMXProducts(t *testing.T) {
 					t.Fatalf("%v %dx%d, %d tokens: token %d row %d: amx %v, avx512vnni %v", wt, shape.rows, cols, shape.nTok, i/shape.rows, i%shape.rows, got[i], want[i])
 				}
 			}
+			if shape.rows == 64 {
+				// Rows spread over a pool: tiles used by several threads at once.
+				got := pooledProduct(t, m, X, shape.nTok)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%v pooled: token %d row %d: amx %v, avx512vnni %v", wt, i/shape.rows, i%shape.rows, got[i], want[i])
+					}
+				}
+				split = append(split, split[len(split)-1]+shape.rows) // counted as one more range of all rows
+			}
 			for _, tok := range []int{0, 1, shape.nTok - 1} {
 				for _, r := range []int{0, shape.rows - 1} {
 					ref, mag := refQuantDot(m, r, X[tok*cols:(tok+1)*cols])
@@ -241,6 +251,24 @@ func product(t *testing.T, impl string, m *Matrix, X []float32, nTok int, split 
 	for i := 1; i < len(split); i++ {
 		m.MulActs(Y, &a, split[i-1], split[i])
 	}
+	return Y
+}
+
+// pooledProduct computes m × X under "amx" with the rows handed out in chunks of 16 to the
+// workers of a pool of 3.
+func pooledProduct(t *testing.T, m *Matrix, X []float32, nTok int) []float32 {
+	restore, err := SetImpl("amx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	p := NewPool(3)
+	defer p.Close()
+	m.Mode = ActQuant
+	var a Acts
+	m.Prepare(&a, X, nTok)
+	Y := make([]float32, nTok*m.Rows)
+	p.RunDynamic(m.Rows, 16, func(_, lo, hi int) { m.MulActs(Y, &a, lo, hi) })
 	return Y
 }
 
