@@ -25,7 +25,8 @@ type Acts struct {
 	nTok int
 	cols int
 
-	f []float32 // nTok×cols: float forms (actF32 copies, actF16/actBF16 rounded)
+	f  []float32 // nTok×cols: float forms (actF32 copies, actF16/actBF16 rounded)
+	bf []uint16  // nTok×cols: actBF16 as bf16 bits for VDPBF16PS (implTable.bf16Dot), else empty
 
 	// Quantized forms in ggml's layout (the generic code reads these).
 	qs    []int8    // nTok×cols values
@@ -53,6 +54,13 @@ func growF32(s []float32, n int) []float32 {
 func growI8(s []int8, n int) []int8 {
 	if cap(s) < n {
 		return make([]int8, n)
+	}
+	return s[:n]
+}
+
+func growU16(s []uint16, n int) []uint16 {
+	if cap(s) < n {
+		return make([]uint16, n)
 	}
 	return s[:n]
 }

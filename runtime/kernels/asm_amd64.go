@@ -169,3 +169,9 @@ func amxQ6KTile(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8,
 
 //go:noescape
 func amxTranspose16(dst *uint32, src *byte, stride, chunks int)
+
+//go:noescape
+func gemvBF16Dot(y *float32, w *byte, stride, rows int, x *uint16, n int)
+
+//go:noescape
+func gemm4x4BF16Dot(y *float32, ldy int, w *byte, stride int, x *uint16, ldx int, n int)

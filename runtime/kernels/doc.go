@@ -31,7 +31,9 @@
 //   - ActFloat, the same quantized types: blocks decoded in registers from the ggml layout,
 //     then FMA (W4A16-style).
 //   - F32, F16, BF16 (either mode): widen + FMA; products of 4 or more tokens use a 4-row ×
-//     4-token GEMM kernel.
+//     4-token GEMM kernel. BF16 weights in ActQuant mode (activations rounded to bf16, as
+//     llama.cpp does), 4 or more tokens, on a CPU with AVX512_BF16: VDPBF16PS, two exact bf16
+//     products per float32 lane and instruction (BYTE-encoded: the Go assembler lacks it).
 //   - The vector operations of the forward pass (vec.go): Softmax, SiLUMul (exponential by a
 //     polynomial, relative error about 2e-7), RMSNorm, Add, and DotRows / AxpyRows for
 //     attention.

@@ -25,6 +25,7 @@ var avx512Impl = &implTable{
 	mul:     avx512Mul,
 	wantsIL: func(k actKind) bool { return k == actQ8_0 || k == actQ8_1 || k == actQ8_K },
 	packs:   func(t WType) bool { _, ok := qKernels[t]; return ok },
+	bf16Dot: cpu.X86.HasAVX512BF16,
 
 	quantActs: quantActsAVX512,
 
@@ -113,6 +114,10 @@ func avx512Mul(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int) bool {
 	cols := a.cols
 	switch m.Type {
 	case F32, F16, BF16:
+		if m.Type == BF16 && a.kind == actBF16 && len(a.bf) > 0 {
+			bf16DotProduct(m, Y, a, r0, r1, tile)
+			return true
+		}
 		floatProduct(m, Y, a, r0, r1, tile)
 		return true
 	}
@@ -177,6 +182,47 @@ func floatProduct(m *Matrix, Y []float32, a *Acts, r0, r1, tile int) {
 					s += float32(wordAt(m.Type, row, k) * x[k])
 				}
 				if n16 == 0 {
+					Y[t*rows+i] = s
+				} else {
+					Y[t*rows+i] += s
+				}
+			}
+		}
+	}
+}
+
+// bf16DotProduct computes BF16 × bf16-rounded activation products with VDPBF16PS: 4-row ×
+// 4-token blocks where there are at least 4 tokens, GEMV for the rest, and the columns past
+// the last multiple of 32 in Go (exact bf16 products added in float32).
+func bf16DotProduct(m *Matrix, Y []float32, a *Acts, r0, r1, tile int) {
+	rows, cols, rb := m.Rows, a.cols, m.rowBytes
+	n32 := cols &^ 31
+	for r := r0; r < r1; r += tile {
+		re := min(r+tile, r1)
+		t := 0
+		if n32 > 0 {
+			for ; t+4 <= a.nTok; t += 4 {
+				rr := r
+				for ; rr+4 <= re; rr += 4 {
+					gemm4x4BF16Dot(&Y[t*rows+rr], rows, &m.Data[rr*rb], rb, &a.bf[t*cols], cols, n32)
+				}
+				for tt := t; rr < re && tt < t+4; tt++ {
+					gemvBF16Dot(&Y[tt*rows+rr], &m.Data[rr*rb], rb, re-rr, &a.bf[tt*cols], n32)
+				}
+			}
+			for ; t < a.nTok; t++ {
+				gemvBF16Dot(&Y[t*rows+r], &m.Data[r*rb], rb, re-r, &a.bf[t*cols], n32)
+			}
+		}
+		for t := 0; t < a.nTok && n32 < cols; t++ {
+			x := a.f[t*cols : (t+1)*cols]
+			for i := r; i < re; i++ {
+				row := m.Data[i*rb : (i+1)*rb]
+				var s float32
+				for k := n32; k < cols; k++ {
+					s += float32(bf16ToF32(le16(row[2*k:])) * x[k])
+				}
+				if n32 == 0 {
 					Y[t*rows+i] = s
 				} else {
 					Y[t*rows+i] += s

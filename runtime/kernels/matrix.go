@@ -181,6 +181,11 @@ func (a *Acts) size(k actKind, nTok, cols int) {
 	switch k {
 	case actF32, actF16, actBF16:
 		a.f = growF32(a.f, n)
+		if k == actBF16 && current.bf16Dot && nTok >= bf16DotMinTokens {
+			a.bf = growU16(a.bf, n)
+		} else {
+			a.bf = a.bf[:0]
+		}
 		return
 	case actQ8_0, actQ8_1:
 		a.qs, a.d = growI8(a.qs, n), growF32(a.d, n/32)
@@ -209,6 +214,14 @@ func (a *Acts) convert(X []float32, t0, t1 int) {
 		}
 		return
 	case actBF16:
+		if len(a.bf) > 0 {
+			f, bf := a.f[t0*cols:t1*cols], a.bf[t0*cols:t1*cols]
+			for i, v := range x {
+				h := f32ToBF16(v)
+				bf[i], f[i] = h, bf16ToF32(h)
+			}
+			return
+		}
 		for i, v := range x {
 			a.f[t0*cols+i] = roundBF16(v)
 		}
