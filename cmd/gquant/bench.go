@@ -24,6 +24,7 @@ type benchOptions struct {
 	threads int
 	jsonOut bool
 	kernels string
+	acts    string
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -42,6 +43,9 @@ func newBenchCmd(g *globals) *cobra.Command {
 			if o.reps < 1 {
 				return usageErr("bench: -r: must be at least 1, got %d", o.reps)
 			}
+			if _, err := parseActs("bench", o.acts); err != nil {
+				return err
+			}
 			if o.kernels != "" {
 				restore, err := kernels.SetImpl(o.kernels)
 				if err != nil {
@@ -58,6 +62,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.IntVarP(&o.reps, "r", "r", 3, "repetitions of each test")
 	f.IntVar(&o.threads, "threads", 0, "worker threads (0: one per CPU)")
 	f.BoolVar(&o.jsonOut, "json", false, "print JSON")
+	addActsFlag(cmd, &o.acts)
 	f.StringVar(&o.kernels, "kernels", "", "kernel implementation to measure (default: the best this CPU runs; one of "+strings.Join(kernels.Impls(), ", ")+")")
 	return cmd
 }
@@ -76,10 +81,15 @@ type benchResult struct {
 	Repetitions   int     `json:"repetitions"`
 	BPW           float64 `json:"bpw"`
 	Kernels       string  `json:"kernels"`
+	Acts          string  `json:"acts"`
 }
 
 func runBench(stdout io.Writer, o *benchOptions, model string) error {
-	m, err := runtime.Load(model, runtime.Options{Threads: o.threads})
+	mode, err := parseActs("bench", o.acts)
+	if err != nil {
+		return err
+	}
+	m, err := runtime.Load(model, runtime.Options{Threads: o.threads, Mode: mode})
 	if err != nil {
 		return err
 	}
@@ -115,7 +125,7 @@ func runBench(stdout io.Writer, o *benchOptions, model string) error {
 	}
 
 	res := benchResult{Model: model, Threads: m.Threads(), BytesPerToken: m.WeightBytes(),
-		PromptTokens: o.prompt, GenTokens: o.gen, Repetitions: o.reps, Kernels: kernels.Impl()}
+		PromptTokens: o.prompt, GenTokens: o.gen, Repetitions: o.reps, Kernels: kernels.Impl(), Acts: o.acts}
 	res.BPW, _ = m.BPW()
 	if o.prompt > 0 {
 		res.PrefillTokS, res.PrefillSD, err = timeRuns(o.reps, o.prompt, prefill)

@@ -21,6 +21,7 @@ type runOptions struct {
 	seed      uint64
 	threads   int
 	ignoreEOS bool
+	acts      string
 }
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -38,6 +39,9 @@ func newRunCmd(g *globals) *cobra.Command {
 			if o.temp < 0 {
 				return usageErr("run: --temp: must not be negative, got %g", o.temp)
 			}
+			if _, err := parseActs("run", o.acts); err != nil {
+				return err
+			}
 			return runRun(cmd.OutOrStdout(), o, args[0], args[1])
 		},
 	}
@@ -49,12 +53,17 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.Uint64Var(&o.seed, "seed", 0, "random seed for sampling")
 	f.IntVar(&o.threads, "threads", 0, "worker threads (0: one per CPU)")
 	f.BoolVar(&o.ignoreEOS, "ignore-eos", false, "keep generating after an end-of-sequence token")
+	addActsFlag(cmd, &o.acts)
 	return cmd
 }
 
 // runRun generates and streams text.
 func runRun(stdout io.Writer, o *runOptions, model, prompt string) error {
-	m, err := runtime.Load(model, runtime.Options{Threads: o.threads})
+	mode, err := parseActs("run", o.acts)
+	if err != nil {
+		return err
+	}
+	m, err := runtime.Load(model, runtime.Options{Threads: o.threads, Mode: mode})
 	if err != nil {
 		return err
 	}

@@ -84,3 +84,35 @@ func TestBenchKernelsFlag(t *testing.T) {
 		t.Errorf("--kernels tpu: want one line naming the value and the choices, got %q", msg)
 	}
 }
+
+// TestRunActsQuant checks --acts: with bf16-rounded activations (llama.cpp's arithmetic for
+// BF16 weights; VDPBF16PS for the prompt where the CPU has it) stories260k still prints the
+// reference's greedy continuation, and an unknown mode is a usage error.
+func TestRunActsQuant(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "models", "stories260k")
+	b, err := os.ReadFile(filepath.Join(dir, "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Greedy struct {
+			Prompt   string `json:"prompt"`
+			FullText string `json:"full_text"`
+		} `json:"greedy"`
+	}
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"run", dir, ref.Greedy.Prompt, "-n", "32", "--acts", "quant"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if got := strings.TrimSpace(stdout.String()); got != ref.Greedy.FullText {
+		t.Errorf("run --acts quant:\n got %q\nwant %q", got, ref.Greedy.FullText)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := execute([]string{"run", dir, "x", "--acts", "int4"}, &stdout, &stderr); code != exitUsage {
+		t.Errorf("--acts int4: exit %d, want %d (%s)", code, exitUsage, stderr.String())
+	}
+}
