@@ -17,9 +17,14 @@ type LinearStats struct {
 	Sum2, Sum []float64
 	// AbsMax is max|x| per column (nil when unknown).
 	AbsMax []float32
-	// Hessian is Σ xᵀx, Cols × Cols row-major and symmetric, or nil. Weights that share an
-	// input share one slice.
+	// Hessian is Σ xᵀx, Cols × Cols row-major and symmetric, when collected by this process
+	// (weights that share an input share one slice), or nil. The Hessians of a statistics
+	// file stay in the file until Stats.Hessian reads one: a 7B model's take tens of GB.
 	Hessian []float64
+	// hessianFile is the statistics file holding this weight's Hessian ("" for none), of
+	// hessianCols columns.
+	hessianFile string
+	hessianCols int
 	// SharesInputOf names the weight whose input this one shares ("" for none); the Hessian
 	// is stored once, under that weight.
 	SharesInputOf string

@@ -199,9 +199,9 @@ func TestSumsAndHessians(t *testing.T) {
 			t.Fatalf("%s: count %d, captured %d rows", ls.Weight, ls.Count, len(rows))
 		}
 		c := ls.Cols
-		h, n, ok := s.Hessian(ls.Weight)
-		if !ok || n != c {
-			t.Fatalf("%s: no Hessian of %d columns", ls.Weight, c)
+		h, n, err := s.Hessian(ls.Weight)
+		if err != nil || h == nil || n != c {
+			t.Fatalf("%s: no Hessian of %d columns (%v)", ls.Weight, c, err)
 		}
 		for i := 0; i < c; i++ {
 			var s2, s1, am float64
@@ -277,8 +277,17 @@ func TestStreamedHessiansAndRoundTrip(t *testing.T) {
 	for i, w := range want.Linear {
 		g := got.Linear[i]
 		if g.Weight != w.Weight || g.Count != w.Count || g.SharesInputOf != w.SharesInputOf ||
-			!slices.Equal(g.Sum2, w.Sum2) || !slices.Equal(g.Sum, w.Sum) || !slices.Equal(g.AbsMax, w.AbsMax) || !slices.Equal(g.Hessian, w.Hessian) {
+			!slices.Equal(g.Sum2, w.Sum2) || !slices.Equal(g.Sum, w.Sum) || !slices.Equal(g.AbsMax, w.AbsMax) {
 			t.Errorf("%s: differs after the round trip", w.Weight)
+		}
+		// The file's Hessians stay in the file until asked for.
+		if g.Hessian != nil {
+			t.Errorf("%s: Hessian decoded at read time", w.Weight)
+		}
+		gh, _, err := got.Hessian(w.Weight)
+		wh, _, _ := want.Hessian(w.Weight)
+		if err != nil || !slices.Equal(gh, wh) || got.HasHessian(w.Weight) != (wh != nil) {
+			t.Errorf("%s: Hessian differs after the round trip (%v)", w.Weight, err)
 		}
 		if !slices.Equal(got.Importance(w.Weight), want.Importance(w.Weight)) {
 			t.Errorf("%s: importance differs", w.Weight)
@@ -551,5 +560,26 @@ func TestReadStatsMalformed(t *testing.T) {
 				t.Errorf("%s: error %q lacks %q", path, err, w)
 			}
 		}
+	}
+}
+
+// TestHessianReadWhenUsed checks that a statistics file's Hessians are read at use, and that
+// a file that changed or vanished since ReadStats gives an error naming it.
+func TestHessianReadWhenUsed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.stats")
+	calib(t, Options{Ctx: 64, Tokens: 128, Hessian: true, Output: path})
+	s, err := ReadStats(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.Linear[0].Weight
+	if h, n, err := s.Hessian(w); err != nil || len(h) != n*n || n == 0 {
+		t.Fatalf("Hessian(%s): %d values, n %d, %v", w, len(h), n, err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Hessian(w); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Hessian after the file was removed: %v, want an error naming %s", err, path)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/gquant/gquant/formats/gguf"
@@ -97,6 +98,11 @@ func widen(v []float32) []float64 {
 // parseStats decodes a gquant statistics file.
 func parseStats(gf *gguf.File) (*Stats, error) {
 	path := gf.Name
+	// Hessians are read again later (Stats.Hessian), whatever the working directory then.
+	absPath, err := filepath.Abs(path)
+	if err != nil {
+		absPath = path
+	}
 	var probs []string
 	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
 	u32 := func(key string) int {
@@ -217,7 +223,12 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 			if len(t.Shape) != 2 || t.Shape[0] != t.Shape[1] {
 				bad("%s: shape %v is not square", name, t.Shape)
 			} else if want(gguf.F64, int(t.Shape[0]*t.Shape[1])) {
-				ls.Hessian = f64s(data)
+				// Checked here, read when used (Stats.Hessian).
+				if i, ok := finiteF64Bytes(data); !ok {
+					bad("%s[%d] = %g is not finite", name, i, math.Float64frombits(binary.LittleEndian.Uint64(data[8*i:])))
+				} else {
+					ls.hessianFile, ls.hessianCols = absPath, int(t.Shape[0])
+				}
 			}
 		} else if a, ok := cut(sufFitRange); ok {
 			seenActPart[a] |= 16
@@ -273,7 +284,7 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 			continue
 		}
 		ls.Cols = len(ls.Sum2)
-		if m.Hessian && ls.SharesInputOf == "" && ls.Hessian == nil {
+		if m.Hessian && ls.SharesInputOf == "" && ls.Hessian == nil && ls.hessianFile == "" {
 			bad("%s%s: missing (%shessian is set)", ls.Weight, sufHessian, keyPrefix)
 		}
 	}
@@ -292,6 +303,41 @@ func histGeometry(lo, hi float64) (start int64, width float64) {
 		return 0, 0
 	}
 	return int64(math.Round(lo / w)), w
+}
+
+// finiteF64Bytes reports whether every little-endian float64 in b is finite, and the index of
+// the first that is not.
+func finiteF64Bytes(b []byte) (int, bool) {
+	for i := 0; 8*i+8 <= len(b); i++ {
+		if bits := binary.LittleEndian.Uint64(b[8*i:]); bits&0x7ff0000000000000 == 0x7ff0000000000000 {
+			return i, false
+		}
+	}
+	return 0, true
+}
+
+// readHessian reads the Hessian of weight (cols × cols) from the statistics file path,
+// checking it again (the file may have changed since ReadStats).
+func readHessian(path, weight string, cols int) ([]float64, error) {
+	gf, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer gf.Close()
+	name := weight + sufHessian
+	i, ok := gf.TensorIndex(name)
+	if !ok {
+		return nil, fmt.Errorf("%s: %s: missing (the file changed since it was read)", path, name)
+	}
+	t := gf.Tensors[i]
+	if t.Type != gguf.F64 || len(t.Shape) != 2 || int(t.Shape[0]) != cols || int(t.Shape[1]) != cols {
+		return nil, fmt.Errorf("%s: %s: %v %v, want F64 [%d %d] (the file changed since it was read)", path, name, t.Type, t.Shape, cols, cols)
+	}
+	data := gf.TensorData(i)
+	if j, ok := finiteF64Bytes(data); !ok {
+		return nil, fmt.Errorf("%s: %s[%d] is not finite", path, name, j)
+	}
+	return f64s(data), nil
 }
 
 // f64s decodes little-endian float64s.

@@ -175,7 +175,7 @@ func Calibrate(path string, o Options) (*Result, error) {
 			}
 		}
 		for _, ls := range batch {
-			if err := sink.writeHessian(ls); err != nil {
+			if err := sink.writeHessian(ls.Weight, ls.Hessian); err != nil {
 				return nil, err
 			}
 			ls.Hessian = nil // streamed: free it

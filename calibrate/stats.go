@@ -110,23 +110,42 @@ func (s *Stats) Importance(weight string) []float32 {
 	return out
 }
 
-// Hessian returns Σ xᵀx of a weight's input (n × n, row-major; any positive factor is
-// irrelevant to GPTQ) and ok = false when it was not collected. The slice is shared: do not
-// modify it.
-func (s *Stats) Hessian(weight string) (h []float64, n int, ok bool) {
+// hessianOwner returns the statistics that hold weight's Hessian (its own, or those of the
+// weight whose input it shares), or nil when none was collected.
+func (s *Stats) hessianOwner(weight string) *LinearStats {
 	ls := s.LinearFor(weight)
 	if ls == nil {
-		return nil, 0, false
+		return nil
 	}
-	if ls.Hessian == nil && ls.SharesInputOf != "" {
-		if lead := s.LinearFor(ls.SharesInputOf); lead != nil && lead.Hessian != nil {
-			return lead.Hessian, lead.Cols, true
-		}
+	if ls.Hessian == nil && ls.hessianFile == "" && ls.SharesInputOf != "" {
+		ls = s.LinearFor(ls.SharesInputOf)
 	}
-	if ls.Hessian == nil {
-		return nil, 0, false
+	if ls == nil || (ls.Hessian == nil && ls.hessianFile == "") {
+		return nil
 	}
-	return ls.Hessian, ls.Cols, true
+	return ls
+}
+
+// HasHessian reports whether the Hessian of weight's input was collected.
+func (s *Stats) HasHessian(weight string) bool { return s.hessianOwner(weight) != nil }
+
+// Hessian returns Σ xᵀx of a weight's input (n × n, row-major; any positive factor is
+// irrelevant to GPTQ); h is nil when it was not collected. A Hessian collected by this process
+// is shared: do not modify it. Those of a statistics file are read from the file at each call
+// and belong to the caller, so that only the ones in use take memory.
+func (s *Stats) Hessian(weight string) (h []float64, n int, err error) {
+	ls := s.hessianOwner(weight)
+	switch {
+	case ls == nil:
+		return nil, 0, nil
+	case ls.Hessian != nil:
+		return ls.Hessian, ls.Cols, nil
+	}
+	h, err = readHessian(ls.hessianFile, ls.Weight, ls.hessianCols)
+	if err != nil {
+		return nil, 0, err
+	}
+	return h, ls.hessianCols, nil
 }
 
 // ActRange returns the observed minimum and maximum of an activation tensor; ok is false when

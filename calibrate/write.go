@@ -51,10 +51,14 @@ func WriteStats(path string, s *Stats) error {
 			if ls.SharesInputOf != "" {
 				continue
 			}
-			if ls.Hessian == nil {
+			h, _, err := s.Hessian(ls.Weight)
+			if err != nil {
+				return err
+			}
+			if h == nil {
 				return fmt.Errorf("%s: %s: no Hessian", path, ls.Weight)
 			}
-			if err := w.writeHessian(ls); err != nil {
+			if err := w.writeHessian(ls.Weight, h); err != nil {
 				return err
 			}
 		}
@@ -150,12 +154,12 @@ func createStats(path string, s *Stats) (*statsWriter, error) {
 }
 
 // writeHessian writes one weight's Hessian.
-func (sw *statsWriter) writeHessian(ls *LinearStats) error {
-	i, ok := sw.hessIdx[ls.Weight]
+func (sw *statsWriter) writeHessian(weight string, h []float64) error {
+	i, ok := sw.hessIdx[weight]
 	if !ok {
-		return fmt.Errorf("%s: %s: no Hessian slot", sw.path, ls.Weight)
+		return fmt.Errorf("%s: %s: no Hessian slot", sw.path, weight)
 	}
-	if err := sw.w.WriteTensor(i, f64Bytes(ls.Hessian)); err != nil {
+	if err := sw.w.WriteTensor(i, f64Bytes(h)); err != nil {
 		sw.abort()
 		return err
 	}

@@ -144,9 +144,11 @@ func (q *gqfQuantizer) searchFold(g foldGroup, byName map[string]arch.Tensor, aw
 	}
 	spec := q.searchSpec(cols)
 	in := quantize.AWQStats{Diag: ls.Sum2, Mag: make([]float64, cols)}
-	if H, _, ok := st.Hessian(key); ok {
-		in.H = H
+	H, _, err := st.Hessian(key)
+	if err != nil {
+		return nil, "", err
 	}
+	in.H = H
 	for j, v := range ls.Sum2 {
 		in.Mag[j] = math.Sqrt(v / float64(ls.Count)) // RMS: the stats hold Σx², not Σ|x|
 	}

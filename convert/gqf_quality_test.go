@@ -311,7 +311,10 @@ func TestGGUFQ4_0Methods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		H, _, _ := st.Hessian(at.Ref.GGUFName())
+		H, _, err := st.Hessian(at.Ref.GGUFName())
+		if err != nil || H == nil {
+			t.Fatalf("%s: Hessian: %v", at.Ref.GGUFName(), err)
+		}
 		gt, err := quantize.GPTQ(w, rows, cols, H, quantize.GroupSpec{Bits: 4, Group: 32, Symmetric: true}, quantize.GPTQOptions{})
 		if err != nil {
 			t.Fatal(err)

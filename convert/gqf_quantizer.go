@@ -119,7 +119,7 @@ func newGQFQuantizer(inv *Inventory, sch gqfScheme, o *GQFOptions) (*gqfQuantize
 		ls := o.Stats.LinearFor(name)
 		switch {
 		case q.method == MethodGPTQ && q.codec(t) != "f16":
-			if _, _, ok := o.Stats.Hessian(name); !ok {
+			if !o.Stats.HasHessian(name) {
 				probs = append(probs, fmt.Sprintf("%s: no Hessian (gquant calibrate --hessian)", name))
 			}
 		case o.Smooth != 0 && ls != nil && ls.AbsMax == nil:
@@ -367,8 +367,11 @@ func (q *gqfQuantizer) round(t arch.Tensor, w []float32, rows, cols int, spec qu
 	case MethodImatrix:
 		return wrap(quantize.QuantizeGroups(spec, w, rows, cols, foldImportance(st.Importance(name), fold)))
 	case MethodGPTQ:
-		H, _, ok := st.Hessian(name)
-		if !ok {
+		H, _, err := st.Hessian(name)
+		if err != nil {
+			return nil, "", err
+		}
+		if H == nil {
 			method = MethodImatrix
 			return wrap(quantize.QuantizeGroups(spec, w, rows, cols, foldImportance(st.Importance(name), fold)))
 		}
@@ -380,7 +383,11 @@ func (q *gqfQuantizer) round(t arch.Tensor, w []float32, rows, cols int, spec qu
 		opts.StaticGroups = opts.StaticGroups || opts.ActOrder
 		return wrap(quantize.GPTQ(w, rows, cols, H, spec, opts))
 	case MethodAWQ:
-		if H, _, ok := st.Hessian(name); ok && spec.Bits == 4 {
+		H, _, err := st.Hessian(name)
+		if err != nil {
+			return nil, "", err
+		}
+		if H != nil && spec.Bits == 4 {
 			if fold != nil {
 				H = quantize.ScaleHessian(H, fold)
 			}
