@@ -21,10 +21,8 @@ type LinearStats struct {
 	// (weights that share an input share one slice), or nil. The Hessians of a statistics
 	// file stay in the file until Stats.Hessian reads one: a 7B model's take tens of GB.
 	Hessian []float64
-	// hessianFile is the statistics file holding this weight's Hessian ("" for none), of
-	// hessianCols columns.
-	hessianFile string
-	hessianCols int
+	// hessian locates this weight's Hessian in a statistics file (nil: none there).
+	hessian *hessianRef
 	// SharesInputOf names the weight whose input this one shares ("" for none); the Hessian
 	// is stored once, under that weight.
 	SharesInputOf string

@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/imatrix"
@@ -575,6 +577,39 @@ func TestHessianReadWhenUsed(t *testing.T) {
 	w := s.Linear[0].Weight
 	if h, n, err := s.Hessian(w); err != nil || len(h) != n*n || n == 0 {
 		t.Fatalf("Hessian(%s): %d values, n %d, %v", w, len(h), n, err)
+	}
+	// A NaN written into the file: the Hessian read earlier now fails (the file changed),
+	// and reading the statistics again rejects the file, naming the tensor.
+	gf, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, ok := gf.TensorIndex(w + sufHessian)
+	if !ok {
+		t.Fatalf("%s%s not in the file", w, sufHessian)
+	}
+	off := int64(gf.DataOffset+gf.Tensors[i].Offset) + 8*7
+	gf.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nan := make([]byte, 8)
+	binary.LittleEndian.PutUint64(nan, math.Float64bits(math.NaN()))
+	_, err = f.WriteAt(nan, off)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(path, future, future); err != nil { // a new stamp even on coarse clocks
+		t.Fatal(err)
+	}
+	if _, _, err := s.Hessian(w); err == nil || !strings.Contains(err.Error(), "changed") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Hessian after the file changed: %v, want an error naming %s", err, path)
+	}
+	if _, err := ReadStats(path); err == nil || !strings.Contains(err.Error(), w+sufHessian+"[7]") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("ReadStats with a NaN in %s: %v", w+sufHessian, err)
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)

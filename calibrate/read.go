@@ -103,6 +103,10 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 	if err != nil {
 		absPath = path
 	}
+	stamp, err := statStamp(absPath)
+	if err != nil {
+		return nil, err
+	}
 	var probs []string
 	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
 	u32 := func(key string) int {
@@ -223,11 +227,13 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 			if len(t.Shape) != 2 || t.Shape[0] != t.Shape[1] {
 				bad("%s: shape %v is not square", name, t.Shape)
 			} else if want(gguf.F64, int(t.Shape[0]*t.Shape[1])) {
-				// Checked here, read when used (Stats.Hessian).
-				if i, ok := finiteF64Bytes(data); !ok {
-					bad("%s[%d] = %g is not finite", name, i, math.Float64frombits(binary.LittleEndian.Uint64(data[8*i:])))
+				// Checked here through read(2), not the mapping (whose pages would all count
+				// as resident), and read again when used (Stats.Hessian).
+				ref := &hessianRef{path: absPath, tensor: name, offset: int64(gf.DataOffset + t.Offset), cols: int(t.Shape[0]), stamp: stamp}
+				if _, err := ref.read(true); err != nil {
+					bad("%s", strings.TrimPrefix(err.Error(), absPath+": "))
 				} else {
-					ls.hessianFile, ls.hessianCols = absPath, int(t.Shape[0])
+					ls.hessian = ref
 				}
 			}
 		} else if a, ok := cut(sufFitRange); ok {
@@ -284,7 +290,7 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 			continue
 		}
 		ls.Cols = len(ls.Sum2)
-		if m.Hessian && ls.SharesInputOf == "" && ls.Hessian == nil && ls.hessianFile == "" {
+		if m.Hessian && ls.SharesInputOf == "" && ls.Hessian == nil && ls.hessian == nil {
 			bad("%s%s: missing (%shessian is set)", ls.Weight, sufHessian, keyPrefix)
 		}
 	}
@@ -305,39 +311,58 @@ func histGeometry(lo, hi float64) (start int64, width float64) {
 	return int64(math.Round(lo / w)), w
 }
 
-// finiteF64Bytes reports whether every little-endian float64 in b is finite, and the index of
-// the first that is not.
-func finiteF64Bytes(b []byte) (int, bool) {
-	for i := 0; 8*i+8 <= len(b); i++ {
-		if bits := binary.LittleEndian.Uint64(b[8*i:]); bits&0x7ff0000000000000 == 0x7ff0000000000000 {
-			return i, false
-		}
-	}
-	return 0, true
+// hessianRef locates a Hessian in a statistics file: cols × cols little-endian float64 at
+// offset, in the file as it was when read (stamp).
+type hessianRef struct {
+	path, tensor string
+	offset       int64
+	cols         int
+	stamp        string
 }
 
-// readHessian reads the Hessian of weight (cols × cols) from the statistics file path,
-// checking it again (the file may have changed since ReadStats).
-func readHessian(path, weight string, cols int) ([]float64, error) {
-	gf, err := gguf.Open(path)
+// statStamp identifies a file's version: size and modification time.
+func statStamp(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d@%d", fi.Size(), fi.ModTime().UnixNano()), nil
+}
+
+// read reads the Hessian in chunks, checking that every value is finite; with checkOnly it
+// keeps nothing (nil result).
+func (r *hessianRef) read(checkOnly bool) ([]float64, error) {
+	f, err := os.Open(r.path)
 	if err != nil {
 		return nil, err
 	}
-	defer gf.Close()
-	name := weight + sufHessian
-	i, ok := gf.TensorIndex(name)
-	if !ok {
-		return nil, fmt.Errorf("%s: %s: missing (the file changed since it was read)", path, name)
+	defer f.Close()
+	if st, err := statStamp(r.path); err != nil || st != r.stamp {
+		return nil, fmt.Errorf("%s: %s: the file changed since it was read", r.path, r.tensor)
 	}
-	t := gf.Tensors[i]
-	if t.Type != gguf.F64 || len(t.Shape) != 2 || int(t.Shape[0]) != cols || int(t.Shape[1]) != cols {
-		return nil, fmt.Errorf("%s: %s: %v %v, want F64 [%d %d] (the file changed since it was read)", path, name, t.Type, t.Shape, cols, cols)
+	n := r.cols * r.cols
+	var h []float64
+	if !checkOnly {
+		h = make([]float64, n)
 	}
-	data := gf.TensorData(i)
-	if j, ok := finiteF64Bytes(data); !ok {
-		return nil, fmt.Errorf("%s: %s[%d] is not finite", path, name, j)
+	buf := make([]byte, 1<<20)
+	for i := 0; i < n; {
+		m := min(n-i, len(buf)/8)
+		if _, err := f.ReadAt(buf[:8*m], r.offset+int64(8*i)); err != nil {
+			return nil, fmt.Errorf("%s: %s: %v", r.path, r.tensor, err)
+		}
+		for j := 0; j < m; j++ {
+			bits := binary.LittleEndian.Uint64(buf[8*j:])
+			if bits&0x7ff0000000000000 == 0x7ff0000000000000 {
+				return nil, fmt.Errorf("%s: %s[%d] = %g is not finite", r.path, r.tensor, i+j, math.Float64frombits(bits))
+			}
+			if h != nil {
+				h[i+j] = math.Float64frombits(bits)
+			}
+		}
+		i += m
 	}
-	return f64s(data), nil
+	return h, nil
 }
 
 // f64s decodes little-endian float64s.

@@ -117,10 +117,10 @@ func (s *Stats) hessianOwner(weight string) *LinearStats {
 	if ls == nil {
 		return nil
 	}
-	if ls.Hessian == nil && ls.hessianFile == "" && ls.SharesInputOf != "" {
+	if ls.Hessian == nil && ls.hessian == nil && ls.SharesInputOf != "" {
 		ls = s.LinearFor(ls.SharesInputOf)
 	}
-	if ls == nil || (ls.Hessian == nil && ls.hessianFile == "") {
+	if ls == nil || (ls.Hessian == nil && ls.hessian == nil) {
 		return nil
 	}
 	return ls
@@ -141,11 +141,11 @@ func (s *Stats) Hessian(weight string) (h []float64, n int, err error) {
 	case ls.Hessian != nil:
 		return ls.Hessian, ls.Cols, nil
 	}
-	h, err = readHessian(ls.hessianFile, ls.Weight, ls.hessianCols)
+	h, err = ls.hessian.read(false)
 	if err != nil {
 		return nil, 0, err
 	}
-	return h, ls.hessianCols, nil
+	return h, ls.hessian.cols, nil
 }
 
 // ActRange returns the observed minimum and maximum of an activation tensor; ok is false when
