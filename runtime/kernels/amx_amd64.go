@@ -4,7 +4,9 @@ package kernels
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -104,20 +106,100 @@ func amxConfig(cfg *[64]byte, nt, nr, k int) {
 }
 
 func amxMul(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int) bool {
-	if a.nTok < amxMinTokens || !amxTyped(m.Type) || (a.kind != actQ8_0 && a.kind != actQ8_K) {
+	if a.nTok < amxMinTokens || !amxTyped(m.Type) || (a.kind != actQ8_0 && a.kind != actQ8_K) || !amxChecked() {
 		return avx512Mul(m, pk, Y, a, r0, r1)
 	}
 	s := amxScratchPool.Get().(*amxScratch)
 	defer amxScratchPool.Put(s)
-	tile := amxQ8Tile
-	switch m.Type {
-	case Q4_K, Q5_K:
-		tile = amxQ4KTile
-	case Q6_K:
-		tile = amxQ6KTile
-	}
-	amxProduct(m, Y, a, r0, r1, s, tile)
+	amxProduct(m, Y, a, r0, r1, s, amxTileFor(m.Type))
 	return true
+}
+
+// amxTileFor returns the tile kernel of an AMX-handled type.
+func amxTileFor(t WType) amxTileFunc {
+	switch t {
+	case Q4_K, Q5_K:
+		return amxQ4KTile
+	case Q6_K:
+		return amxQ6KTile
+	}
+	return amxQ8Tile
+}
+
+// amxChecked runs, once, before the first product on the tiles, a self-check: a small product
+// of every AMX-handled type on the tiles must equal the AVX-512 one bit for bit, or the
+// tiles are not used (a warning goes to stderr). It guards against a CPU whose tiles do not
+// behave as the kernels were tested to expect (under internal/amxemu here). Set in init, not
+// in its declaration, so that the package's initialization does not depend on it.
+var amxChecked func() bool
+
+func init() {
+	amxChecked = sync.OnceValue(func() bool {
+		if err := amxSelfCheck(amxTileFor); err != nil {
+			fmt.Fprintf(os.Stderr, "gquant: kernels: AMX self-check failed, using the AVX-512 kernels instead: %v\n", err)
+			return false
+		}
+		return true
+	})
+}
+
+// amxSelfCheck multiplies 19 tokens by a 20-row matrix of each AMX-handled type (fixed
+// pseudo-random codes and scales) with tiles(t)'s kernel and with the AVX-512 kernels, and
+// returns an error at the first result whose bits differ. The activations are prepared by
+// the current implementation, which must be amx or avx512vnni.
+func amxSelfCheck(tiles func(WType) amxTileFunc) error {
+	const rows, nTok = 20, 19
+	x := uint64(0x9e3779b97f4a7c15)
+	next := func() uint64 { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return x }
+	for _, t := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K} {
+		cols := 96
+		if t.BlockSize() == 256 {
+			cols = 512
+		}
+		rb, _ := t.RowBytes(cols)
+		data := make([]byte, rows*rb)
+		for i := range data {
+			data[i] = byte(next())
+		}
+		// Finite, modest scales: 2^-6 to 2^-3 (and mins) in fp16.
+		bs := t.TypeSize()
+		for b := 0; b < len(data)/bs; b++ {
+			blk := data[b*bs : (b+1)*bs]
+			scale := func(o int) { binary.LittleEndian.PutUint16(blk[o:], 0x2400+uint16(next()%0x0c00)) }
+			switch t {
+			case Q4_K, Q5_K:
+				scale(0)
+				scale(2)
+			case Q6_K:
+				scale(208)
+			default:
+				scale(0)
+			}
+		}
+		m, err := NewMatrix(t, rows, cols, data)
+		if err != nil {
+			return err
+		}
+		X := make([]float32, nTok*cols)
+		for i := range X {
+			X[i] = float32(int64(next()%2001)-1000) / 250
+		}
+		m.Mode = ActQuant
+		var a Acts
+		prepareActs(&a, m.actKind(), X, nTok, cols)
+		want := make([]float32, nTok*rows)
+		avx512Mul(m, packMatrix(m), want, &a, 0, rows)
+		got := make([]float32, nTok*rows)
+		s := amxScratchPool.Get().(*amxScratch)
+		amxProduct(m, got, &a, 0, rows, s, tiles(t))
+		amxScratchPool.Put(s)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				return fmt.Errorf("%v: token %d row %d: tiles %v, AVX-512 %v", t, i/rows, i%rows, got[i], want[i])
+			}
+		}
+	}
+	return nil
 }
 
 // amxTileFunc is the signature of the tile kernels (amx_amd64.s): kw and tk are the

@@ -225,6 +225,22 @@ func TestAMXProducts(t *testing.T) {
 			}
 		}
 	}
+	// The self-check, run here and (once) before the first tile product above: 7 types ×
+	// 2 row blocks × 2 token tiles, twice.
+	restore, _ := SetImpl("amx")
+	err := amxSelfCheck(amxTileFor)
+	restore()
+	if err != nil {
+		t.Fatalf("AMX self-check: %v", err)
+	}
+	for _, wt := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K} {
+		steps := 96 / 32
+		if wt.BlockSize() == 256 {
+			steps = 512 / 16
+		}
+		calls += 2 * 2 * 2
+		tiles += 2 * 2 * 2 * steps
+	}
 	if os.Getenv(amxChildEnv) == "1" {
 		fmt.Printf("amx-expected tdpbssd=%d ldtilecfg=%d\n", tiles, calls)
 	}
@@ -334,5 +350,25 @@ func BenchmarkAMXBuildB(b *testing.B) {
 			b.ReportMetric(float64(build)/float64(gemm), "build/avx512-gemm")
 			b.ReportMetric(float64(gemm.Microseconds()), "avx512-gemm-µs")
 		})
+	}
+}
+
+// TestAMXSelfCheck checks that the self-check run before the first tile product catches a
+// tile kernel that computes something else (here a Go stand-in that adds one token's block
+// twice): it needs no AMX, since the stand-in replaces the tile kernels. Under the emulator
+// (TestAMXProducts' child) the real kernels pass it.
+func TestAMXSelfCheck(t *testing.T) {
+	if !hasImpl("avx512vnni") {
+		t.Skip("no AVX-512")
+	}
+	restore, _ := SetImpl("avx512vnni")
+	defer restore()
+	broken := func(WType) amxTileFunc {
+		return func(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsteps, nt int, y *float32, ldy int, mask uint64) {
+			*y = 1 // one wrong value: the first row of the tile's first token
+		}
+	}
+	if err := amxSelfCheck(broken); err == nil || !strings.Contains(err.Error(), "Q4_0: token 0 row 0") {
+		t.Fatalf("self-check of a broken tile kernel: %v", err)
 	}
 }
