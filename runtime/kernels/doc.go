@@ -15,7 +15,8 @@
 //
 // Each kernel has a generic Go implementation, always built and used as the reference, and on
 // amd64 assembly (AVX-512 F/BW/VL + VNNI) for the hot paths, chosen once at start from the CPU
-// features. Build with -tags purego, or set GQUANT_NOASM=1, to force the generic code. Impl
+// features. Build with -tags purego, or set GQUANT_NOASM=1, to force the generic code;
+// GQUANT_KERNELS=NAME picks another available implementation (say avx512vnni on an AMX CPU). Impl
 // names the implementation in use; SetImpl switches it (for tests and benchmarks).
 //
 // Assembly ("avx512vnni", needs AVX-512 F/BW/VL and VNNI):

@@ -45,14 +45,31 @@ const bf16DotMinTokens = 4
 // always last. asmImpls comes from the architecture's file (empty without assembly).
 var impls = append(asmImpls(), genericImpl)
 
-// current is the implementation in use, chosen once at start (GQUANT_NOASM=1 forces the
-// generic one); SetImpl changes it.
+// current is the implementation in use, chosen once at start: the best one, unless
+// GQUANT_NOASM=1 (generic) or GQUANT_KERNELS=NAME (one of Impls; another name is reported on
+// stderr and ignored) says otherwise; SetImpl changes it.
 var current = func() *implTable {
 	if os.Getenv("GQUANT_NOASM") == "1" {
 		return genericImpl
 	}
+	if want := os.Getenv("GQUANT_KERNELS"); want != "" {
+		if im := implNamed(want); im != nil {
+			return im
+		}
+		fmt.Fprintf(os.Stderr, "gquant: GQUANT_KERNELS=%s: not available here (have %v); using %s\n", want, Impls(), impls[0].name)
+	}
 	return impls[0]
 }()
+
+// implNamed returns the implementation called name, or nil.
+func implNamed(name string) *implTable {
+	for _, im := range impls {
+		if im.name == name {
+			return im
+		}
+	}
+	return nil
+}
 
 // Impl returns the name of the implementation in use: "amx", "avx512vnni" or "generic".
 func Impl() string { return current.name }
@@ -71,12 +88,10 @@ func Impls() []string {
 // previous one. It is meant for tests and benchmarks: it must not run concurrently with any
 // kernel call, and Acts prepared under one implementation cannot be used under another.
 func SetImpl(name string) (restore func(), err error) {
-	for _, im := range impls {
-		if im.name == name {
-			prev := current
-			current = im
-			return func() { current = prev }, nil
-		}
+	if im := implNamed(name); im != nil {
+		prev := current
+		current = im
+		return func() { current = prev }, nil
 	}
 	return nil, fmt.Errorf("kernels: implementation %q not available (have %v)", name, Impls())
 }
