@@ -33,14 +33,15 @@ import (
 // increasing order, and the 16 lanes are added by HSUM_STORE's tree. The K-quants' lanes are
 // the 16-element quarters of the sub-blocks, as in gemv_k_amd64.s: one TDPBSSD of depth 16
 // per lane and super-block, then that kernel's per-lane scale and min operations (the B
-// values are the codes, Q6_K's minus 32). An AMX product is
-// therefore bit-identical to the avx512vnni one, token by token: MatMul keeps giving every
-// token the bits MatVec gives it (TestBatchInvariance), and prefill the bits of decode.
+// values are the codes, Q6_K's minus 32). An AMX product is therefore bit-identical to the
+// avx512vnni one, token by token: MatMul keeps giving every token the bits MatVec gives it
+// (TestBatchInvariance), and prefill the bits of decode. Before the first tile product, a
+// self-check (amxChecked) holds the tiles to exactly that.
 //
 // Threads and permission. Linux enables AMX tile data per process on request
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), amxPermitted); the kernel then gives
-// each thread its tile state on first use. Tile state never outlives one call of amxQ8Tile
-// (LDTILECFG at its start, TILERELEASE before it returns), and Go does not preempt a
+// each thread its tile state on first use. Tile state never outlives one call of a tile
+// kernel (LDTILECFG at its start, TILERELEASE before it returns), and Go does not preempt a
 // goroutine inside an assembly function, so no goroutine needs to be locked to its thread.
 // The implementation is listed only when the CPU reports AMX-TILE and AMX-INT8 and the
 // request succeeds; elsewhere it is never selected.
@@ -48,7 +49,7 @@ import (
 // amxMinTokens is the batch from which products use the tiles (one full tile of tokens).
 const amxMinTokens = 16
 
-// amxImpl is avx512Impl with the AMX batched kernel.
+// amxImpl is avx512Impl with the AMX batched kernels.
 var amxImpl = func() *implTable {
 	im := *avx512Impl
 	im.name = "amx"
