@@ -60,8 +60,12 @@ var parallelOuterWork = 1 << 22
 // overwrites. Rows of h are split between up to threads goroutines by equal triangle area;
 // every element is summed over t in order, so the result does not depend on the split.
 // Four rows of h are updated together, so that they stay in cache while x streams by.
-func addOuter(h []float64, x []float32, n, c, threads int) {
-	xd := make([]float64, n*c)
+// scratch holds x widened to float64 (grown as needed, reused across calls).
+func addOuter(h []float64, x []float32, n, c, threads int, scratch *[]float64) {
+	if cap(*scratch) < n*c {
+		*scratch = make([]float64, n*c)
+	}
+	xd := (*scratch)[:n*c]
 	for i, v := range x[:n*c] {
 		xd[i] = float64(v)
 	}

@@ -106,10 +106,11 @@ func TestAddOuterParallel(t *testing.T) {
 		x[i] = float32(r.NormFloat64())
 	}
 	one, many := make([]float64, c*c), make([]float64, c*c)
-	addOuter(one, x, n, c, 1)
-	addOuter(many, x, n, c, 3)
-	addOuter(one, x[:5*c], 5, c, 1) // a second call accumulates
-	addOuter(many, x[:5*c], 5, c, 3)
+	var s1, s3 []float64
+	addOuter(one, x, n, c, 1, &s1)
+	addOuter(many, x, n, c, 3, &s3)
+	addOuter(one, x[:5*c], 5, c, 1, &s1) // a second call accumulates
+	addOuter(many, x[:5*c], 5, c, 3, &s3)
 	for i := 0; i < c; i++ {
 		for j := i; j < c; j++ {
 			var want float64

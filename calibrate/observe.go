@@ -23,6 +23,10 @@ type collector struct {
 	held     bool                    // the current chunk is a held-out one (see HoldoutEvery)
 	hessians map[string]*LinearStats // leaders whose Hessian this pass accumulates
 
+	// xd is addOuter's float64 copy of an input, reused: with Hessians of gigabytes in the
+	// heap, a fresh copy per call lets the garbage grow by as much before a collection.
+	xd []float64
+
 	// the previous LinearInput call, to check that followers really share their leader's input
 	prevWeight string
 	prevPtr    *float32
@@ -120,7 +124,7 @@ func (c *collector) linearInput(weight string, x []float32, n, cols int) {
 		ls.addSums(x, n)
 	}
 	if c.hessians[weight] != nil {
-		addOuter(ls.Hessian, x, n, cols, c.threads)
+		addOuter(ls.Hessian, x, n, cols, c.threads, &c.xd)
 	}
 }
 

@@ -72,6 +72,7 @@ type statsWriter struct {
 	w       *gguf.Writer
 	hessIdx map[string]int
 	done    bool
+	buf     []byte // writeF64s's
 }
 
 // createStats lays out the file and writes everything but the Hessians.
@@ -159,7 +160,7 @@ func (sw *statsWriter) writeHessian(weight string, h []float64) error {
 	if !ok {
 		return fmt.Errorf("%s: %s: no Hessian slot", sw.path, weight)
 	}
-	if err := sw.w.WriteTensor(i, f64Bytes(h)); err != nil {
+	if err := sw.writeF64s(i, h); err != nil {
 		sw.abort()
 		return err
 	}
@@ -191,6 +192,26 @@ func f64Bytes(v []float64) []byte {
 		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
 	}
 	return b
+}
+
+// writeF64s writes float64s as tensor i, little-endian, through a reused 1 MB buffer: a
+// Hessian encoded whole would be a garbage copy of up to hundreds of MB per tensor.
+func (sw *statsWriter) writeF64s(i int, v []float64) error {
+	if sw.buf == nil {
+		sw.buf = make([]byte, 1<<20)
+	}
+	buf := sw.buf
+	for off := 0; off < len(v); {
+		n := min(len(v)-off, len(buf)/8)
+		for j, x := range v[off : off+n] {
+			binary.LittleEndian.PutUint64(buf[8*j:], math.Float64bits(x))
+		}
+		if err := sw.w.WriteTensorPart(i, uint64(8*off), buf[:8*n]); err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
 }
 
 // f32Bytes encodes float32s little-endian.
