@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gquant/gquant/convert"
 	. "github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/kernels"
 )
@@ -99,10 +100,40 @@ func TestLlamaCppAgreement(t *testing.T) {
 	}
 }
 
+// TestLlamaCppLowBitTypes does the same on a q4_k_m GGUF of gquant's converter whose FFN
+// weights are Q2_K, Q3_K and IQ4_XS (--tensor-type), under the default kernels (which widen
+// these types to F32 at load) and the generic ones (which multiply them as stored, with ports
+// of ggml's dot products): both within 1e-3 of llama.cpp.
+func TestLlamaCppLowBitTypes(t *testing.T) {
+	node, modules := peers(t)
+	dir := modelDir(t, stories3m)
+	var ovs []convert.Override
+	for _, s := range []string{"ffn_down=q2_k", "ffn_up=q3_k", "ffn_gate=iq4_xs"} {
+		o, err := convert.ParseOverride(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ovs = append(ovs, o)
+	}
+	out := filepath.Join(t.TempDir(), "lowbit.gguf")
+	if _, err := convert.Convert(dir, out, convert.Options{Scheme: "q4_k_m", Overrides: ovs, Threads: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, impl := range []string{kernels.Impls()[0], "generic"} {
+		t.Run(impl, func(t *testing.T) {
+			restore, err := kernels.SetImpl(impl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer restore()
+			checkAgainstLlamaCpp(t, node, modules, out, 128)
+		})
+	}
+}
+
 // TestLlamaCppQuantizedFiles does the same on GGUFs written by llama.cpp's llama-quantize (from
-// gquant's F16 GGUF), for the types gquant's converter did not make above; types the kernels do
-// not multiply (Q2_K, Q3_K, IQ4_XS) are widened to F32 at load. It needs GQUANT_LLAMA_QUANTIZE,
-// the path of a llama-quantize binary.
+// gquant's F16 GGUF), for the types gquant's converter did not make above, Q2_K, Q3_K and
+// IQ4_XS included. It needs GQUANT_LLAMA_QUANTIZE, the path of a llama-quantize binary.
 func TestLlamaCppQuantizedFiles(t *testing.T) {
 	node, modules := peers(t)
 	quantizer := os.Getenv("GQUANT_LLAMA_QUANTIZE")

@@ -137,6 +137,60 @@ func dequantRow(t WType, dst []float32, src []byte) {
 				}
 			}
 		}
+	case Q2_K:
+		for b := 0; b < len(dst)/256; b++ {
+			blk := src[84*b : 84*b+84]
+			sc, qs := blk[:16], blk[16:80]
+			d, dmin := f16ToF32(le16(blk[80:])), f16ToF32(le16(blk[82:]))
+			y := dst[256*b : 256*b+256]
+			for c := 0; c < 2; c++ {
+				for j := 0; j < 4; j++ {
+					for h := 0; h < 2; h++ {
+						s := sc[8*c+2*j+h]
+						dl, ml := d*float32(s&15), dmin*float32(s>>4)
+						for l := 0; l < 16; l++ {
+							y[128*c+32*j+16*h+l] = float32(dl*float32(qs[32*c+16*h+l]>>(2*j)&3)) - ml
+						}
+					}
+				}
+			}
+		}
+	case Q3_K:
+		for b := 0; b < len(dst)/256; b++ {
+			blk := src[110*b : 110*b+110]
+			hm, qs := blk[:32], blk[32:96]
+			d := f16ToF32(le16(blk[108:]))
+			y := dst[256*b : 256*b+256]
+			for c := 0; c < 2; c++ {
+				for j := 0; j < 4; j++ {
+					m := byte(1) << (4*c + j)
+					for h := 0; h < 2; h++ {
+						dl := d * float32(q3KScale(blk[96:108], 8*c+2*j+h)-32)
+						for l := 16 * h; l < 16*h+16; l++ {
+							v := int(qs[32*c+l] >> (2 * j) & 3)
+							if hm[l]&m == 0 {
+								v -= 4
+							}
+							y[128*c+32*j+l] = dl * float32(v)
+						}
+					}
+				}
+			}
+		}
+	case IQ4_XS:
+		for b := 0; b < len(dst)/256; b++ {
+			blk := src[136*b : 136*b+136]
+			d := f16ToF32(le16(blk))
+			y := dst[256*b : 256*b+256]
+			for ib := 0; ib < 8; ib++ {
+				dl := d * float32(iq4XSScale(blk, ib)-32)
+				qs := blk[8+16*ib : 8+16*ib+16]
+				for j := 0; j < 16; j++ {
+					y[32*ib+j] = dl * float32(kvaluesIQ4NL[qs[j]&15])
+					y[32*ib+j+16] = dl * float32(kvaluesIQ4NL[qs[j]>>4])
+				}
+			}
+		}
 	default:
 		panic("kernels: dequantRow: unsupported type " + t.String())
 	}
@@ -149,4 +203,22 @@ func scaleMinK4(j int, q []byte) (sc, m uint8) {
 		return q[j] & 63, q[j+4] & 63
 	}
 	return q[j+4]&0xF | (q[j-4]>>6)<<4, q[j+4]>>4 | (q[j]>>6)<<4
+}
+
+// q3KScale returns Q3_K's 6-bit scale j (0..15, before the −32) from its 12 packed bytes: low
+// four bits in the nibbles of bytes 0-7 (j < 8: low nibble of byte j, else high nibble of byte
+// j−8), high two bits in bytes 8-11 (bits 2·(j/4) of byte 8 + j mod 4).
+func q3KScale(sc []byte, j int) int {
+	lo := int(sc[j%8]) >> (4 * (j / 8)) & 15
+	hi := int(sc[8+j%4]) >> (2 * (j / 4)) & 3
+	return lo | hi<<4
+}
+
+// iq4XSScale returns IQ4_XS's 6-bit scale of sub-block ib (0..7, before the −32): low four bits
+// in nibble ib of scales_l (bytes 4-7 of the block), high two in bits 2·ib of scales_h (bytes
+// 2-3).
+func iq4XSScale(blk []byte, ib int) int {
+	lo := int(blk[4+ib/2]) >> (4 * (ib % 2)) & 15
+	hi := int(le16(blk[2:])) >> (2 * ib) & 3
+	return lo | hi<<4
 }

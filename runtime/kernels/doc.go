@@ -9,9 +9,10 @@
 //     (W4A16-style).
 //   - ActQuant: the activations are first converted exactly as llama.cpp's CPU backend converts
 //     them for that weight type (its vec_dot_type): Q8_0 blocks for Q4_0, Q5_0, Q8_0 and IQ4_NL;
-//     Q8_1 blocks for Q4_1 and Q5_1; Q8_K super-blocks for Q4_K, Q5_K and Q6_K; fp16 or bf16
-//     rounding for F16 and BF16 weights. The block products are then integer dot products, so
-//     the result equals llama.cpp's up to the order of float additions (W4A8-style).
+//     Q8_1 blocks for Q4_1 and Q5_1; Q8_K super-blocks for Q4_K, Q5_K, Q6_K, Q2_K, Q3_K and
+//     IQ4_XS; fp16 or bf16 rounding for F16 and BF16 weights. The block products are then
+//     integer dot products, so the result equals llama.cpp's up to the order of float
+//     additions (W4A8-style).
 //
 // Each kernel has a generic Go implementation, always built and used as the reference, and on
 // amd64 assembly (AVX-512 F/BW/VL + VNNI) for the hot paths, chosen once at start from the CPU
@@ -43,6 +44,10 @@
 // the avx512vnni kernels, except that ActQuant products of 16 or more tokens of Q4_0, IQ4_NL,
 // Q5_0, Q8_0, Q4_K, Q5_K and Q6_K weights run on AMX-INT8 tiles, with the float operations
 // of the AVX-512 GEMV, so that the results are the same bits (amx_amd64.go).
+//
+// Q2_K, Q3_K and IQ4_XS (llama.cpp's Q2_K, Q3_K_* and IQ4_XS files) have generic Go kernels
+// only, ports of ggml's *_generic dot products: such files run at their own size instead of
+// widened to float32, but without assembly yet.
 //
 // The generic code always reads the ggml layout in Matrix.Data. For threads, Pool runs a
 // product's row ranges on persistent workers (Run: one contiguous chunk per worker;

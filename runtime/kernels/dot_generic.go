@@ -169,3 +169,94 @@ func dotF32(w, x []float32) float32 {
 	}
 	return s
 }
+
+// dotQ2KQ8K is ggml_vec_dot_q2_K_q8_K_generic: per super-block
+// d_a·d·Σ_j sc_j·(Σq·a)_j − d_a·dmin·Σ_j m_j·bsum_j over 16 sub-blocks of 16.
+func dotQ2KQ8K(w []byte, q []int8, d []float32, bsums []int16) float32 {
+	var sumf float32
+	for b := range d {
+		blk := w[84*b : 84*b+84]
+		sc, qs := blk[:16], blk[16:80]
+		qb := q[256*b : 256*b+256]
+		var summs int32
+		for j := 0; j < 16; j++ {
+			summs += int32(bsums[16*b+j]) * int32(sc[j]>>4)
+		}
+		dall := float32(d[b] * f16ToF32(le16(blk[80:])))
+		dmin := float32(d[b] * f16ToF32(le16(blk[82:])))
+		var isum int32
+		is := 0
+		for c := 0; c < 2; c++ {
+			for j := 0; j < 4; j++ {
+				for h := 0; h < 2; h++ {
+					var s int32
+					for l := 0; l < 16; l++ {
+						s += int32(qb[128*c+32*j+16*h+l]) * int32(qs[32*c+16*h+l]>>(2*j)&3)
+					}
+					isum += int32(sc[is]&15) * s
+					is++
+				}
+			}
+		}
+		sumf += float32(dall*float32(isum)) - float32(dmin*float32(summs))
+	}
+	return sumf
+}
+
+// dotQ3KQ8K is ggml_vec_dot_q3_K_q8_K_generic: eight int32 lanes (element mod 8) accumulate
+// (sc−32)·q·a per super-block, are scaled by d·d_a into eight float sums, added at the end.
+func dotQ3KQ8K(w []byte, q []int8, d []float32) float32 {
+	var sums [8]float32
+	for b := range d {
+		blk := w[110*b : 110*b+110]
+		hm, qs := blk[:32], blk[32:96]
+		qb := q[256*b : 256*b+256]
+		var aux32 [8]int32
+		for c := 0; c < 2; c++ {
+			for j := 0; j < 4; j++ {
+				m := byte(1) << (4*c + j)
+				for h := 0; h < 2; h++ {
+					sc := int32(q3KScale(blk[96:108], 8*c+2*j+h) - 32)
+					for l := 16 * h; l < 16*h+16; l++ {
+						v := int32(qs[32*c+l] >> (2 * j) & 3)
+						if hm[l]&m == 0 {
+							v -= 4
+						}
+						aux32[l%8] += sc * int32(int16(int32(qb[128*c+32*j+l])*v))
+					}
+				}
+			}
+		}
+		dd := float32(f16ToF32(le16(blk[108:])) * d[b])
+		for l := range sums {
+			sums[l] += float32(dd * float32(aux32[l]))
+		}
+	}
+	var sumf float32
+	for _, v := range sums {
+		sumf += v
+	}
+	return sumf
+}
+
+// dotIQ4XSQ8K is ggml_vec_dot_iq4_xs_q8_K_generic: per sub-block of 32,
+// d·d_a·(ls−32)·Σ codebook(q)·a.
+func dotIQ4XSQ8K(w []byte, q []int8, d []float32) float32 {
+	var sumf float32
+	for b := range d {
+		blk := w[136*b : 136*b+136]
+		d4d8 := float32(f16ToF32(le16(blk)) * d[b])
+		qb := q[256*b : 256*b+256]
+		for ib := 0; ib < 8; ib++ {
+			dl := float32(d4d8 * float32(iq4XSScale(blk, ib)-32))
+			qs := blk[8+16*ib : 8+16*ib+16]
+			var s1, s2 int32
+			for j := 0; j < 16; j++ {
+				s1 += int32(qb[32*ib+j]) * int32(kvaluesIQ4NL[qs[j]&15])
+				s2 += int32(qb[32*ib+j+16]) * int32(kvaluesIQ4NL[qs[j]>>4])
+			}
+			sumf += float32(dl * float32(s1+s2))
+		}
+	}
+	return sumf
+}

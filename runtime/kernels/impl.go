@@ -15,6 +15,9 @@ type implTable struct {
 	wantsIL func(k actKind) bool
 	// packs reports whether ActQuant products of type t read a repacked copy of the weights.
 	packs func(t WType) bool
+	// accel reports whether the implementation has kernels other than the generic Go ones
+	// for weights of type t (nil: none).
+	accel func(t WType) bool
 	// bf16Dot: products of BF16 weights and bf16-rounded activations of at least
 	// bf16DotMinTokens tokens use VDPBF16PS, reading Acts.bf.
 	bf16Dot bool
@@ -73,6 +76,11 @@ func implNamed(name string) *implTable {
 
 // Impl returns the name of the implementation in use: "amx", "avx512vnni" or "generic".
 func Impl() string { return current.name }
+
+// Accelerated reports whether the implementation in use multiplies weights of type t with
+// more than the generic Go code. The runtime widens a type without such kernels to F32 at
+// load when F32 has them (faster, at 4 bytes per weight).
+func Accelerated(t WType) bool { return current.accel != nil && current.accel(t) }
 
 // Impls lists the names of the implementations available on this machine, best first
 // ("generic" is always present and last).

@@ -93,7 +93,7 @@ func (m *Matrix) actKind() actKind {
 		return actQ8_0
 	case Q4_1, Q5_1:
 		return actQ8_1
-	case Q4_K, Q5_K, Q6_K:
+	case Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS:
 		return actQ8_K
 	}
 	return actF32
@@ -337,6 +337,15 @@ func genericMul(m *Matrix, Y []float32, a *Acts, r0, r1 int) {
 			case Q6_K:
 				nb := cols / 256
 				v = dotQ6KQ8K(w, q, a.d[t*nb:(t+1)*nb])
+			case Q2_K:
+				nb := cols / 256
+				v = dotQ2KQ8K(w, q, a.d[t*nb:(t+1)*nb], a.bsums[16*t*nb:16*(t+1)*nb])
+			case Q3_K:
+				nb := cols / 256
+				v = dotQ3KQ8K(w, q, a.d[t*nb:(t+1)*nb])
+			case IQ4_XS:
+				nb := cols / 256
+				v = dotIQ4XSQ8K(w, q, a.d[t*nb:(t+1)*nb])
 			}
 			Y[t*rows+r] = v
 		}

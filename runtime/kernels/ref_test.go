@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // refHalf decodes an IEEE binary16 in float64.
@@ -140,6 +141,54 @@ func refDecode(t WType, row []byte, cols int) []refElem {
 				out[256*b+i] = refElem{code: ql + 16*qh - 32, scale: d * sc, blockIdx: b}
 			}
 		}
+	case Q2_K, Q3_K, IQ4_XS:
+		// Written from ggml-common.h's block layouts, element by element:
+		//   Q2_K   scales[16] (low nibble scale, high nibble min) qs[64] d dmin: element e of a
+		//          128-half c = e/128 sits in qs[32c + e%32], bits 2·((e%128)/32); 16-group
+		//          e/16 has scale d·(scales[e/16]&15), offset −dmin·(scales[e/16]>>4).
+		//   Q3_K   hmask[32] qs[64] scales[12] d: 2 low bits as for Q2_K, minus 4 when bit
+		//          (e/32) of hmask[e%32] is clear; 16-group scale d·(s−32), s 6 bits.
+		//   IQ4_XS d scales_h scales_l[4] qs[128]: sub-block e/32, nibble (e%32)/16 of
+		//          qs[16·(e/32) + e%16]; scale d·(ls−32).
+		bs := t.TypeSize()
+		for b := 0; b < cols/256; b++ {
+			blk := row[b*bs : (b+1)*bs]
+			for e := 0; e < 256; e++ {
+				var el refElem
+				el.blockIdx = b
+				switch t {
+				case Q2_K:
+					d, dmin := refHalf(u16(blk[80:])), refHalf(u16(blk[82:]))
+					sc := blk[e/16]
+					el.code = int(blk[16+32*(e/128)+e%32]>>(2*((e%128)/32))) & 3
+					el.scale, el.offset = d*float64(sc&15), -dmin*float64(sc>>4)
+				case Q3_K:
+					d := refHalf(u16(blk[108:]))
+					el.code = int(blk[32+32*(e/128)+e%32]>>(2*((e%128)/32))) & 3
+					if blk[e%32]>>(e/32)&1 == 0 {
+						el.code -= 4
+					}
+					g := e / 16
+					low := int(blk[96+g%8]) // low nibble for g < 8, high for g ≥ 8
+					if g >= 8 {
+						low >>= 4
+					}
+					s := low&15 | (int(blk[104+g%4])>>(2*(g/4))&3)<<4
+					el.scale = d * float64(s-32)
+				case IQ4_XS:
+					d := refHalf(u16(blk))
+					ib := e / 32
+					nib := int(blk[8+16*ib+e%16])
+					if e%32 >= 16 {
+						nib >>= 4
+					}
+					el.code = []int{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[nib&15]
+					ls := int(blk[4+ib/2])>>(4*(ib%2))&15 | (int(u16(blk[2:]))>>(2*ib)&3)<<4
+					el.scale = d * float64(ls-32)
+				}
+				out[256*b+e] = el
+			}
+		}
 	}
 	return out
 }
@@ -263,6 +312,31 @@ func genRow(t WType, cols int, rng *rand.Rand, kind int) []byte {
 			} else {
 				put16(blk, f16(rng.Float64()*0.001))
 				put16(blk[2:], f16(rng.Float64()*0.001))
+			}
+		}
+	case Q2_K, Q3_K, IQ4_XS:
+		// The fp16 scales: d (and Q2_K's dmin) at these offsets of the block.
+		offs := map[WType][]int{Q2_K: {80, 82}, Q3_K: {108}, IQ4_XS: {0}}[t]
+		bs := t.TypeSize()
+		for b := 0; b < cols/256; b++ {
+			blk := row[b*bs : (b+1)*bs]
+			k := kind
+			if kind == 3 && rng.IntN(2) == 0 {
+				k = 2
+			}
+			for _, o := range offs {
+				if k == 2 {
+					put16(blk[o:], []uint16{0x7bff, 0xfbff}[rng.IntN(2)])
+				} else {
+					put16(blk[o:], f16(rng.Float64()*0.001))
+				}
+			}
+			if k == 2 {
+				for i := range blk {
+					if !slices.Contains(offs, i) && !slices.Contains(offs, i-1) {
+						blk[i] = []byte{0x00, 0xff}[rng.IntN(2)] // codes and scales at their ends
+					}
+				}
 			}
 		}
 	}

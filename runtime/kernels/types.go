@@ -14,15 +14,18 @@ const (
 	Q5_0   WType = 6
 	Q5_1   WType = 7
 	Q8_0   WType = 8
+	Q2_K   WType = 10
+	Q3_K   WType = 11
 	Q4_K   WType = 12
 	Q5_K   WType = 13
 	Q6_K   WType = 14
 	IQ4_NL WType = 20
+	IQ4_XS WType = 23
 	BF16   WType = 30
 )
 
 // Types lists every supported weight encoding.
-var Types = []WType{F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL}
+var Types = []WType{F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, Q2_K, Q3_K, IQ4_XS}
 
 type typeInfo struct {
 	name  string
@@ -43,6 +46,9 @@ var typeInfos = map[WType]typeInfo{
 	Q5_K:   {"Q5_K", 256, 176},
 	Q6_K:   {"Q6_K", 256, 210},
 	IQ4_NL: {"IQ4_NL", 32, 18},
+	Q2_K:   {"Q2_K", 256, 84},
+	Q3_K:   {"Q3_K", 256, 110},
+	IQ4_XS: {"IQ4_XS", 256, 136},
 }
 
 // Supported reports whether the kernels handle weight encoding t.
