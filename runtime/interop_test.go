@@ -101,9 +101,9 @@ func TestLlamaCppAgreement(t *testing.T) {
 }
 
 // TestLlamaCppLowBitTypes does the same on a q4_k_m GGUF of gquant's converter whose FFN
-// weights are Q2_K, Q3_K and IQ4_XS (--tensor-type), under the default kernels (which widen
-// these types to F32 at load) and the generic ones (which multiply them as stored, with ports
-// of ggml's dot products): both within 1e-3 of llama.cpp.
+// weights are Q2_K, Q3_K and IQ4_XS (--tensor-type), under the best kernels (assembly GEMV
+// on the stored bytes) and the generic ones (ports of ggml's dot products): both within 1e-3
+// of llama.cpp.
 func TestLlamaCppLowBitTypes(t *testing.T) {
 	node, modules := peers(t)
 	dir := modelDir(t, stories3m)

@@ -175,3 +175,12 @@ func gemvBF16Dot(y *float32, w *byte, stride, rows int, x *uint16, n int)
 
 //go:noescape
 func gemm4x4BF16Dot(y *float32, ldy int, w *byte, stride int, x *uint16, ldx int, n int)
+
+//go:noescape
+func gemvQ2_K(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemvQ3_K(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemvIQ4_XS(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)

@@ -45,9 +45,10 @@
 // Q5_0, Q8_0, Q4_K, Q5_K and Q6_K weights run on AMX-INT8 tiles, with the float operations
 // of the AVX-512 GEMV, so that the results are the same bits (amx_amd64.go).
 //
-// Q2_K, Q3_K and IQ4_XS (llama.cpp's Q2_K, Q3_K_* and IQ4_XS files) have generic Go kernels
-// only, ports of ggml's *_generic dot products: such files run at their own size instead of
-// widened to float32, but without assembly yet.
+// Q2_K, Q3_K and IQ4_XS (llama.cpp's Q2_K, Q3_K_* and IQ4_XS files): generic Go ports of
+// ggml's *_generic dot products, and AVX-512 GEMV kernels in the K-quant layout (a batch runs
+// them token by token over row blocks that stay in cache; no GEMM or float-activation
+// assembly yet).
 //
 // The generic code always reads the ggml layout in Matrix.Data. For threads, Pool runs a
 // product's row ranges on persistent workers (Run: one contiguous chunk per worker;

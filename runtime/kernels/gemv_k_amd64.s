@@ -187,6 +187,120 @@ group:
 	VZEROUPPER
 	RET
 
+// KSCALES16(soff, doff): as KSCALES, for Q2_K's per-lane scales sc[16] and mins m[16] (u8)
+// at soff, soff+16 and d, dmin (fp16) at doff: Z4 = sc·d, Z6 = m·dmin.
+#define KSCALES16(soff, doff) \
+	VPMOVZXBD    soff(R12), Z4      \
+	VPMOVZXBD    (soff+16)(R12), Z6 \
+	VCVTDQ2PS    Z4, Z4             \
+	VCVTDQ2PS    Z6, Z6             \
+	VPBROADCASTD doff(R12), X7      \
+	VCVTPH2PS    X7, X7             \
+	VSHUFPS      $0x55, X7, X7, X9  \
+	VBROADCASTSS X7, Z8             \
+	VBROADCASTSS X9, Z9             \
+	VMULPS       Z8, Z4, Z4         \
+	VMULPS       Z9, Z6, Z6
+
+// func gemvQ2_K(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemvQ2_K(SB), NOSPLIT, $0-64
+	LOAD_ARGS
+row:
+	ROW_START
+group:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z5, Z5, Z5
+	KSCALES16(128, 160)
+	PREFETCH_LINES_3
+	NIB(0)
+	DOT2(0)
+	NIB(1)
+	DOT2(1)
+	KFINISH
+	NEXTK(164)
+	JNE group
+	ROW_END
+	JNE row
+	VZEROUPPER
+	RET
+
+// ISCALE16(soff, doff): Z4 = the 16 per-lane int8 scales at soff (sign-extended), Z11 = d
+// (fp16 at doff) · d_a, as gemvQ6_K does.
+#define ISCALE16(soff, doff) \
+	VPMOVSXBD    soff(R12), Z4      \
+	VPBROADCASTW doff(R12), X11     \
+	VCVTPH2PS    X11, X11           \
+	VMULSS       64(R14), X11, X11  \
+	VBROADCASTSS X11, Z11
+
+// IFINISH(shift): Z0+Z5 hold Σ code·a per lane; subtracts the code offset (Σa)<<shift, scales
+// by the lane's integer scale, and accumulates float(·)·d·d_a into Z30.
+#define IFINISH(shift) \
+	VPADDD      Z5, Z0, Z0      \
+	VMOVDQU32   (R14), Z3       \
+	VPSLLD      $shift, Z3, Z3  \
+	VPSUBD      Z3, Z0, Z0      \
+	VPMULLD     Z4, Z0, Z0      \
+	VCVTDQ2PS   Z0, Z0          \
+	VFMADD231PS Z11, Z0, Z30
+
+// func gemvQ3_K(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemvQ3_K(SB), NOSPLIT, $0-64
+	LOAD_ARGS
+row:
+	ROW_START
+group:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z5, Z5, Z5
+	ISCALE16(128, 144)
+	PREFETCH_LINES_3
+	NIB(0)
+	DOT2(0)
+	NIB(1)
+	DOT2(1)
+	IFINISH(2)
+	NEXTK(146)
+	JNE group
+	ROW_END
+	JNE row
+	VZEROUPPER
+	RET
+
+// IQ4X(reg) maps codes 0..15 to IQ4_NL's values + 128 (table in Z24).
+#define IQ4X(reg) VPSHUFB reg, Z24, reg
+
+// func gemvIQ4_XS(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemvIQ4_XS(SB), NOSPLIT, $0-64
+	LOAD_ARGS
+	VBROADCASTI32X4 iq4xsTable<>(SB), Z24
+row:
+	ROW_START
+group:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z5, Z5, Z5
+	ISCALE16(128, 144)
+	PREFETCH_LINES_3
+	NIB(0)
+	IQ4X(Z1)
+	IQ4X(Z2)
+	DOT2(0)
+	NIB(1)
+	IQ4X(Z1)
+	IQ4X(Z2)
+	DOT2(1)
+	IFINISH(7)
+	NEXTK(146)
+	JNE group
+	ROW_END
+	JNE row
+	VZEROUPPER
+	RET
+
+// IQ4_NL's values + 128 (as gemv_q8_amd64.s's table, which is local to that file).
+DATA iq4xsTable<>+0(SB)/8, $0x766a5d4f3f2d1801
+DATA iq4xsTable<>+8(SB)/8, $0xf1d9c5b5a6998d81
+GLOBL iq4xsTable<>(SB), RODATA|NOPTR, $16
+
 // Lane → sub-block scale index (two 16-lanes per 32-element sub-block): sc then m.
 DATA kperm<>+0(SB)/8, $0x0000000000000000
 DATA kperm<>+8(SB)/8, $0x0000000100000001

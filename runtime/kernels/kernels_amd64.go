@@ -69,6 +69,7 @@ const gemmRowBlock = 64
 var qKernels = map[WType]qKernel{
 	Q4_0: gemvQ4_0, IQ4_NL: gemvIQ4_NL, Q4_1: gemvQ4_1, Q5_0: gemvQ5_0, Q5_1: gemvQ5_1,
 	Q8_0: gemvQ8_0, Q4_K: gemvQ4_K, Q5_K: gemvQ5_K, Q6_K: gemvQ6_K,
+	Q2_K: gemvQ2_K, Q3_K: gemvQ3_K, IQ4_XS: gemvIQ4_XS,
 }
 
 // rowTile is how many rows a multi-token product handles before moving to the next token, so

@@ -28,11 +28,18 @@ import (
 //	Q4_K          nibbles[128] sc[8] m[8] d dmin f16         148 (ggml: 144)
 //	Q5_K          nibbles[128] hi[4]u64 sc[8] m[8] d dmin    180 (ggml: 176)
 //	Q6_K          nibbles[128] hi2[64] sc[16]i8 d            210
+//	Q2_K          nibbles[128] sc[16] m[16] d dmin            164 (ggml: 84)
+//	Q3_K          nibbles[128] sc[16]i8 d                    146 (ggml: 110)
+//	IQ4_XS        nibbles[128] sc[16]i8 d                    146 (ggml: 136)
 //
 // hi[s] has bit 4j+b set when the value at step s, byte 4j+b has its bit 4 set (the fifth bit);
 // hi2 byte 4j+b holds in bits 2s, 2s+1 bits 4-5 of the value at step s. Q4_0 and IQ4_NL keep
 // their 0..15 codes, Q5_0 its 0..31 codes (the −8/−16 offset and IQ4_NL's table are applied in
-// the kernel); Q6_K keeps its 0..63 codes (offset 32 applied with the Q8_K sums).
+// the kernel); Q6_K keeps its 0..63 codes (offset 32 applied with the Q8_K sums). The lanes
+// of Q2_K and Q3_K are their 16-element sub-blocks, each with its own scale (Q2_K: 4-bit scale
+// and min; Q3_K: the 6-bit scale minus 32); Q3_K's codes are 0..7 (the two low bits plus 4
+// when the hmask bit is set; value = code − 4); IQ4_XS keeps its 0..15 codebook indices, its
+// lanes 2j and 2j+1 sharing sub-block j's scale (minus 32).
 
 // packed is a repacked copy of a matrix.
 type packed struct {
@@ -60,6 +67,10 @@ func groupBytes(t WType) (bytes, lane int) {
 		return 180, 16
 	case Q6_K:
 		return 210, 16
+	case Q2_K:
+		return 164, 16
+	case Q3_K, IQ4_XS:
+		return 146, 16
 	}
 	return 0, 0
 }
@@ -153,6 +164,24 @@ func packRow(t WType, dst, src []byte, cols int, vals []uint8) {
 			blk := src[g*bs:]
 			copy(tail[:16], blk[192:208])
 			copy(tail[16:18], blk[208:210])
+		case Q2_K:
+			blk := src[g*bs:]
+			for j := 0; j < 16; j++ {
+				tail[j], tail[16+j] = blk[j]&15, blk[j]>>4
+			}
+			copy(tail[32:36], blk[80:84])
+		case Q3_K:
+			blk := src[g*bs:]
+			for j := 0; j < 16; j++ {
+				tail[j] = byte(int8(q3KScale(blk[96:108], j) - 32))
+			}
+			copy(tail[16:18], blk[108:110])
+		case IQ4_XS:
+			blk := src[g*bs:]
+			for j := 0; j < 16; j++ {
+				tail[j] = byte(int8(iq4XSScale(blk, j/2) - 32))
+			}
+			copy(tail[16:18], blk[:2])
 		}
 	}
 }
@@ -213,6 +242,30 @@ func codes(t WType, vals []uint8, src []byte, cols int) {
 					}
 					v[64*j+l], v[64*j+32+l] = c0, c1
 				}
+			}
+		}
+	case Q2_K, Q3_K:
+		bs, off := 84, 16
+		if t == Q3_K {
+			bs, off = 110, 32
+		}
+		for b := 0; b < cols/256; b++ {
+			blk := src[b*bs:]
+			v := vals[256*b : 256*b+256]
+			for e := range v {
+				c := blk[off+32*(e/128)+e%32] >> (2 * (e % 128 / 32)) & 3
+				if t == Q3_K && blk[e%32]>>(e/32)&1 != 0 {
+					c += 4
+				}
+				v[e] = c
+			}
+		}
+	case IQ4_XS:
+		for b := 0; b < cols/256; b++ {
+			blk := src[b*136:]
+			v := vals[256*b : 256*b+256]
+			for e := range v {
+				v[e] = blk[8+16*(e/32)+e%16] >> (4 * (e % 32 / 16)) & 15
 			}
 		}
 	case Q6_K:
