@@ -184,3 +184,21 @@ func gemvQ3_K(y *float32, w *byte, stride, rows, groups int, act *byte, meta *fl
 
 //go:noescape
 func gemvIQ4_XS(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ2_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ2_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ3_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmQ3_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmIQ4_XSx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmIQ4_XSx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)

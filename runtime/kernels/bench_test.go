@@ -134,7 +134,7 @@ func BenchmarkPoolRun(b *testing.B) {
 // shape with the weights in cache, and reports how many times faster the batch is.
 func BenchmarkGEMMSpeedup(b *testing.B) {
 	const nTok, rows, cols = 64, 3072, 1024
-	for _, wt := range []WType{Q8_0, Q4_0, Q4_K, Q6_K} {
+	for _, wt := range []WType{Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS} {
 		b.Run(wt.String(), func(b *testing.B) {
 			m := benchMatrices(b, wt, rows, cols)[0]
 			m.Pack()

@@ -247,6 +247,221 @@ group:
 	VZEROUPPER
 	RET
 
+// ---- Q2_K, Q3_K, IQ4_XS -----------------------------------------------------------------
+// Lanes are sub-blocks with their own scales (pack.go). Q2_K as Q4_K, with Z18 = sc·d and
+// Z19 = m·dmin straight from the 16 scales and 16 mins (gemv_k_amd64.s's KSCALES16); Q3_K and
+// IQ4_XS as Q6_K, with Z20 the signed scales, Z22 d in every lane and the code offset (4, or
+// IQ4_XS's 128 after the codebook lookup through Z25) removed with the Q8_K sums (IFINISH).
+
+#define K16SCALES(soff, doff) \
+	VPMOVZXBD    soff(R12), Z18       \
+	VPMOVZXBD    (soff+16)(R12), Z19  \
+	VCVTDQ2PS    Z18, Z18             \
+	VCVTDQ2PS    Z19, Z19             \
+	VPBROADCASTD doff(R12), X22       \
+	VCVTPH2PS    X22, X22             \
+	VSHUFPS      $0x55, X22, X22, X23 \
+	VBROADCASTSS X22, Z22             \
+	VBROADCASTSS X23, Z23             \
+	VMULPS       Z22, Z18, Z18        \
+	VMULPS       Z23, Z19, Z19
+
+#define I16SCALES \
+	VPMOVSXBD    128(R12), Z20 \
+	VPBROADCASTW 144(R12), Y22 \
+	VCVTPH2PS    Y22, Z22
+
+#define IFIN(t, acc, facc, shift) \
+	VPSLLD      $shift, ((t)*128)(R14), Z24 \
+	VPSUBD      Z24, acc, acc               \
+	VPMULLD     Z20, acc, acc               \
+	VCVTDQ2PS   acc, acc                    \
+	VMULPS.BCST ((t)*128+64)(R14), Z22, Z23 \
+	VFMADD231PS Z23, acc, facc
+
+// func gemmQ2_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemmQ2_Kx8(SB), NOSPLIT, $0-72
+	LOAD_GEMM_ARGS(8)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+row:
+	ROW_START
+group:
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	K16SCALES(128, 160)
+	NIBS(0)
+	KDOTS8(0)
+	NIBS(1)
+	KDOTS8(1)
+	KFIN(0, Z0, Z8)
+	KFIN(1, Z1, Z9)
+	KFIN(2, Z2, Z10)
+	KFIN(3, Z3, Z11)
+	KFIN(4, Z4, Z12)
+	KFIN(5, Z5, Z13)
+	KFIN(6, Z6, Z14)
+	KFIN(7, Z7, Z15)
+	NEXT_GROUP(164)
+	JNE group
+	REDUCE_STORE8
+	NEXT_ROW
+	JNE row
+	VZEROUPPER
+	RET
+
+// func gemmQ2_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemmQ2_Kx4(SB), NOSPLIT, $0-72
+	LOAD_GEMM_ARGS(8)
+	ZERO4(Z8, Z9, Z10, Z11)
+row:
+	ROW_START
+group:
+	ZERO4(Z0, Z1, Z2, Z3)
+	K16SCALES(128, 160)
+	NIBS(0)
+	KDOTS4(0)
+	NIBS(1)
+	KDOTS4(1)
+	KFIN(0, Z0, Z8)
+	KFIN(1, Z1, Z9)
+	KFIN(2, Z2, Z10)
+	KFIN(3, Z3, Z11)
+	NEXT_GROUP(164)
+	JNE group
+	REDUCE_STORE4
+	NEXT_ROW
+	JNE row
+	VZEROUPPER
+	RET
+
+// func gemmQ3_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemmQ3_Kx8(SB), NOSPLIT, $0-72
+	LOAD_GEMM_ARGS(8)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+row:
+	ROW_START
+group:
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	I16SCALES
+	NIBS(0)
+	KDOTS8(0)
+	NIBS(1)
+	KDOTS8(1)
+	IFIN(0, Z0, Z8, 2)
+	IFIN(1, Z1, Z9, 2)
+	IFIN(2, Z2, Z10, 2)
+	IFIN(3, Z3, Z11, 2)
+	IFIN(4, Z4, Z12, 2)
+	IFIN(5, Z5, Z13, 2)
+	IFIN(6, Z6, Z14, 2)
+	IFIN(7, Z7, Z15, 2)
+	NEXT_GROUP(146)
+	JNE group
+	REDUCE_STORE8
+	NEXT_ROW
+	JNE row
+	VZEROUPPER
+	RET
+
+// func gemmQ3_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemmQ3_Kx4(SB), NOSPLIT, $0-72
+	LOAD_GEMM_ARGS(8)
+	ZERO4(Z8, Z9, Z10, Z11)
+row:
+	ROW_START
+group:
+	ZERO4(Z0, Z1, Z2, Z3)
+	I16SCALES
+	NIBS(0)
+	KDOTS4(0)
+	NIBS(1)
+	KDOTS4(1)
+	IFIN(0, Z0, Z8, 2)
+	IFIN(1, Z1, Z9, 2)
+	IFIN(2, Z2, Z10, 2)
+	IFIN(3, Z3, Z11, 2)
+	NEXT_GROUP(146)
+	JNE group
+	REDUCE_STORE4
+	NEXT_ROW
+	JNE row
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_XSx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemmIQ4_XSx8(SB), NOSPLIT, $0-72
+	LOAD_GEMM_ARGS(8)
+	VBROADCASTI32X4 iq4gTable<>(SB), Z25
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
+row:
+	ROW_START
+group:
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	I16SCALES
+	NIBS(0)
+	VPSHUFB Z16, Z25, Z16
+	VPSHUFB Z17, Z25, Z17
+	KDOTS8(0)
+	NIBS(1)
+	VPSHUFB Z16, Z25, Z16
+	VPSHUFB Z17, Z25, Z17
+	KDOTS8(1)
+	IFIN(0, Z0, Z8, 7)
+	IFIN(1, Z1, Z9, 7)
+	IFIN(2, Z2, Z10, 7)
+	IFIN(3, Z3, Z11, 7)
+	IFIN(4, Z4, Z12, 7)
+	IFIN(5, Z5, Z13, 7)
+	IFIN(6, Z6, Z14, 7)
+	IFIN(7, Z7, Z15, 7)
+	NEXT_GROUP(146)
+	JNE group
+	REDUCE_STORE8
+	NEXT_ROW
+	JNE row
+	VZEROUPPER
+	RET
+
+// func gemmIQ4_XSx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+TEXT ·gemmIQ4_XSx4(SB), NOSPLIT, $0-72
+	LOAD_GEMM_ARGS(8)
+	VBROADCASTI32X4 iq4gTable<>(SB), Z25
+	ZERO4(Z8, Z9, Z10, Z11)
+row:
+	ROW_START
+group:
+	ZERO4(Z0, Z1, Z2, Z3)
+	I16SCALES
+	NIBS(0)
+	VPSHUFB Z16, Z25, Z16
+	VPSHUFB Z17, Z25, Z17
+	KDOTS4(0)
+	NIBS(1)
+	VPSHUFB Z16, Z25, Z16
+	VPSHUFB Z17, Z25, Z17
+	KDOTS4(1)
+	IFIN(0, Z0, Z8, 7)
+	IFIN(1, Z1, Z9, 7)
+	IFIN(2, Z2, Z10, 7)
+	IFIN(3, Z3, Z11, 7)
+	NEXT_GROUP(146)
+	JNE group
+	REDUCE_STORE4
+	NEXT_ROW
+	JNE row
+	VZEROUPPER
+	RET
+
+// IQ4_NL's values + 128 (as in gemv_q8_amd64.s; DATA symbols are local to their file).
+DATA iq4gTable<>+0(SB)/8, $0x766a5d4f3f2d1801
+DATA iq4gTable<>+8(SB)/8, $0xf1d9c5b5a6998d81
+GLOBL iq4gTable<>(SB), RODATA|NOPTR, $16
+
 // Lane → sub-block scale index (as kperm in gemv_k_amd64.s): sc then m.
 DATA kpermG<>+0(SB)/8, $0x0000000000000000
 DATA kpermG<>+8(SB)/8, $0x0000000100000001

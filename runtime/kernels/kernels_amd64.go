@@ -60,6 +60,9 @@ var gemmKernels = map[WType]struct{ x8, x4 gKernel }{
 	Q4_K:   {gemmQ4_Kx8, gemmQ4_Kx4},
 	Q5_K:   {gemmQ5_Kx8, gemmQ5_Kx4},
 	Q6_K:   {gemmQ6_Kx8, gemmQ6_Kx4},
+	Q2_K:   {gemmQ2_Kx8, gemmQ2_Kx4},
+	Q3_K:   {gemmQ3_Kx8, gemmQ3_Kx4},
+	IQ4_XS: {gemmIQ4_XSx8, gemmIQ4_XSx4},
 }
 
 // gemmRowBlock is how many rows a multi-token product runs through every token tile before
