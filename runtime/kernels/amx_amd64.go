@@ -15,7 +15,7 @@ import (
 
 // The AMX implementation ("amx") is the AVX-512 one with more kernels: batched ActQuant
 // products of the types whose activations are Q8_0 blocks (Q4_0, IQ4_NL, Q5_0, Q8_0) or Q8_K
-// super-blocks (Q4_K, Q5_K, Q6_K) run on AMX-INT8 tiles. Everything else, single-token
+// super-blocks (Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS) run on AMX-INT8 tiles. Everything else, single-token
 // products and Q4_1/Q5_1 included, is avx512Impl's.
 //
 // Tiles. For a block of up to 16 weight rows, amxBuildB decodes every row to signed int8
@@ -70,7 +70,7 @@ var amxUsable = sync.OnceValue(func() bool { return amxCapable() && amxPermitted
 // amxTyped reports whether the AMX kernels handle ActQuant products of t.
 func amxTyped(t WType) bool {
 	switch t {
-	case Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K:
+	case Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS:
 		return true
 	}
 	return false
@@ -119,9 +119,9 @@ func amxMul(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int) bool {
 // amxTileFor returns the tile kernel of an AMX-handled type.
 func amxTileFor(t WType) amxTileFunc {
 	switch t {
-	case Q4_K, Q5_K:
+	case Q4_K, Q5_K, Q2_K:
 		return amxQ4KTile
-	case Q6_K:
+	case Q6_K, Q3_K, IQ4_XS:
 		return amxQ6KTile
 	}
 	return amxQ8Tile
@@ -152,7 +152,7 @@ func amxSelfCheck(tiles func(WType) amxTileFunc) error {
 	const rows, nTok = 20, 19
 	x := uint64(0x9e3779b97f4a7c15)
 	next := func() uint64 { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return x }
-	for _, t := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K} {
+	for _, t := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS} {
 		cols := 96
 		if t.BlockSize() == 256 {
 			cols = 512
@@ -173,6 +173,11 @@ func amxSelfCheck(tiles func(WType) amxTileFunc) error {
 				scale(2)
 			case Q6_K:
 				scale(208)
+			case Q2_K:
+				scale(80)
+				scale(82)
+			case Q3_K:
+				scale(108)
 			default:
 				scale(0)
 			}
@@ -300,6 +305,42 @@ func amxBuildB(m *Matrix, rb, nr int, s *amxScratch) {
 func amxDecodeRow(t WType, vals []uint8, kw []uint32, n int, row []byte, cols int) {
 	f := math.Float32bits
 	switch t {
+	case Q2_K, Q3_K, IQ4_XS:
+		// Signed values (Q2_K codes 0..3; Q3_K code−4; IQ4_XS codebook values) and the lane
+		// factors of the GEMV kernels: Q2_K sc·d and m·dmin (as amxQ4KTile reads them), Q3_K
+		// and IQ4_XS the int scale minus 32 and d (as amxQ6KTile reads them).
+		codes(t, vals, row, cols)
+		bs := t.TypeSize()
+		for g := 0; g < cols/256; g++ {
+			blk := row[g*bs : (g+1)*bs]
+			w := kw[512*g:]
+			v := vals[256*g : 256*g+256]
+			switch t {
+			case Q2_K:
+				d, dmin := f16ToF32(le16(blk[80:])), f16ToF32(le16(blk[82:]))
+				for l := 0; l < 16; l++ {
+					sc := blk[l]
+					w[32*l+n], w[32*l+16+n] = f(float32(float32(sc&15)*d)), f(float32(float32(sc>>4)*dmin))
+				}
+			case Q3_K:
+				d := f16ToF32(le16(blk[108:]))
+				for l := 0; l < 16; l++ {
+					w[32*l+n], w[32*l+16+n] = uint32(int32(q3KScale(blk[96:108], l)-32)), f(d)
+				}
+				for i := range v {
+					v[i] -= 4
+				}
+			case IQ4_XS:
+				d := f16ToF32(le16(blk))
+				for l := 0; l < 16; l++ {
+					w[32*l+n], w[32*l+16+n] = uint32(int32(iq4XSScale(blk, l/2)-32)), f(d)
+				}
+				for i, c := range v {
+					v[i] = uint8(kvaluesIQ4NL[c])
+				}
+			}
+		}
+		return
 	case Q4_K, Q5_K, Q6_K:
 		amxCodesK(t, vals, row, cols)
 		bs := t.TypeSize()

@@ -164,7 +164,7 @@ func TestAMXProducts(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(11, 12))
 	tiles, calls := 0, 0
-	for _, wt := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q4_1} {
+	for _, wt := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS, Q4_1} {
 		for _, shape := range []struct{ rows, cols, nTok int }{
 			{16, 32, 16}, {40, 544, 17}, {23, 1056, 33}, {64, 96, 48},
 		} {
@@ -225,7 +225,7 @@ func TestAMXProducts(t *testing.T) {
 			}
 		}
 	}
-	// The self-check, run here and (once) before the first tile product above: 7 types ×
+	// The self-check, run here and (once) before the first tile product above: 10 types ×
 	// 2 row blocks × 2 token tiles, twice.
 	restore, _ := SetImpl("amx")
 	err := amxSelfCheck(amxTileFor)
@@ -233,7 +233,7 @@ func TestAMXProducts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AMX self-check: %v", err)
 	}
-	for _, wt := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K} {
+	for _, wt := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS} {
 		steps := 96 / 32
 		if wt.BlockSize() == 256 {
 			steps = 512 / 16

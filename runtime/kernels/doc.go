@@ -42,8 +42,9 @@
 //
 // Assembly ("amx", where the CPU has AMX-TILE and AMX-INT8 and Linux grants the tile state):
 // the avx512vnni kernels, except that ActQuant products of 16 or more tokens of Q4_0, IQ4_NL,
-// Q5_0, Q8_0, Q4_K, Q5_K and Q6_K weights run on AMX-INT8 tiles, with the float operations
-// of the AVX-512 GEMV, so that the results are the same bits (amx_amd64.go).
+// Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K and IQ4_XS weights run on AMX-INT8 tiles, with
+// the float operations of the AVX-512 GEMV, so that the results are the same bits
+// (amx_amd64.go).
 //
 // Q2_K, Q3_K and IQ4_XS (llama.cpp's Q2_K, Q3_K_* and IQ4_XS files): generic Go ports of
 // ggml's *_generic dot products, and AVX-512 GEMV kernels in the K-quant layout (a batch runs
