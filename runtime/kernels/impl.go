@@ -16,8 +16,9 @@ type implTable struct {
 	// packs reports whether ActQuant products of type t read a repacked copy of the weights.
 	packs func(t WType) bool
 	// accel reports whether the implementation has kernels other than the generic Go ones
-	// for weights of type t (nil: none).
-	accel func(t WType) bool
+	// for weights of type t in activation mode mode (resolved: ActFloat or ActQuant; nil:
+	// none).
+	accel func(t WType, mode ActMode) bool
 	// bf16Dot: products of BF16 weights and bf16-rounded activations of at least
 	// bf16DotMinTokens tokens use VDPBF16PS, reading Acts.bf.
 	bf16Dot bool
@@ -77,10 +78,16 @@ func implNamed(name string) *implTable {
 // Impl returns the name of the implementation in use: "amx", "avx512vnni" or "generic".
 func Impl() string { return current.name }
 
-// Accelerated reports whether the implementation in use multiplies weights of type t with
-// more than the generic Go code. The runtime widens a type without such kernels to F32 at
-// load when F32 has them (faster, at 4 bytes per weight).
-func Accelerated(t WType) bool { return current.accel != nil && current.accel(t) }
+// Accelerated reports whether the implementation in use multiplies weights of type t in
+// activation mode mode with more than the generic Go code. The runtime widens a type without
+// such kernels to F32 at load when F32 has them (faster, at 4 bytes per weight).
+func Accelerated(t WType, mode ActMode) bool {
+	if current.accel == nil || !t.Supported() {
+		return false
+	}
+	m := Matrix{Type: t, Mode: mode}
+	return current.accel(t, m.mode())
+}
 
 // Impls lists the names of the implementations available on this machine, best first
 // ("generic" is always present and last).

@@ -32,3 +32,26 @@ func TestKernelsEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestAccelerated checks the report the runtime uses to decide what to widen to F32: the
+// generic implementation accelerates nothing; the assembly one accelerates the float types
+// in both modes, Q3_K with quantized activations (GEMV/GEMM kernels) but not with float ones
+// (no float-activation kernel for it), and Q4_K in both.
+func TestAccelerated(t *testing.T) {
+	for _, name := range Impls() {
+		restore, _ := SetImpl(name)
+		for _, c := range []struct {
+			t    WType
+			mode ActMode
+			asm  bool
+		}{
+			{F32, ActDefault, true}, {BF16, ActQuant, true}, {Q3_K, ActDefault, true},
+			{Q3_K, ActQuant, true}, {Q3_K, ActFloat, false}, {Q4_K, ActFloat, true}, {WType(99), ActDefault, false},
+		} {
+			if got, want := Accelerated(c.t, c.mode), c.asm && name != "generic"; got != want {
+				t.Errorf("%s: Accelerated(%v, %v) = %v, want %v", name, c.t, c.mode, got, want)
+			}
+		}
+		restore()
+	}
+}

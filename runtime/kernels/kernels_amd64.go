@@ -26,9 +26,16 @@ var avx512Impl = &implTable{
 	wantsIL: func(k actKind) bool { return k == actQ8_0 || k == actQ8_1 || k == actQ8_K },
 	packs:   func(t WType) bool { _, ok := qKernels[t]; return ok },
 	bf16Dot: cpu.X86.HasAVX512BF16,
-	accel: func(t WType) bool {
+	accel: func(t WType, mode ActMode) bool {
+		if t == F32 || t == F16 || t == BF16 {
+			return true
+		}
+		if mode == ActFloat {
+			_, ok := fKernels[t]
+			return ok
+		}
 		_, ok := qKernels[t]
-		return ok || t == F32 || t == F16 || t == BF16
+		return ok
 	},
 
 	quantActs: quantActsAVX512,
