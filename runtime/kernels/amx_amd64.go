@@ -80,7 +80,7 @@ func amxTyped(t WType) bool {
 type amxScratch struct {
 	b    []byte    // B tiles: 512 bytes per 32-element block (256 per 16-element lane)
 	kw   []uint32  // per block: 16 row scales; per K-quant lane: 32 words (amx_amd64.s)
-	tk   []float32 // 16 tokens' factors: d_a per block, or (float(bsum), d_a) per K-quant lane
+	tk   []float32 // every token's factors, padded to whole tiles: d_a per block, or (float(bsum), d_a) per K-quant lane
 	acc  []float32 // 16 tokens × 16 lanes × 16 rows
 	cbuf []int32   // two C tiles, 16 × 16 each
 	vals []uint8   // 16 rows of decoded values
@@ -226,15 +226,32 @@ func amxProduct(m *Matrix, Y []float32, a *Acts, r0, r1 int, s *amxScratch, tile
 		s.b, s.kw, s.vals = make([]byte, 16*cols), make([]uint32, lanes*words), make([]uint8, 16*cols)
 	}
 	s.b, s.kw, s.vals = s.b[:16*cols], s.kw[:lanes*words], s.vals[:16*cols]
-	if cap(s.tk) < 32*lanes {
-		s.tk = make([]float32, 32*lanes)
+	// The activation factors of every token, once per call, padded with zeros to whole tiles
+	// of 16 tokens (C rows past a tail tile's tokens are stale and must count for nothing):
+	// d_a per block, or (float(bsum), d_a) per K-quant lane.
+	nPad := (nTok + 15) &^ 15
+	stride := steps
+	if kq {
+		stride = 2 * lanes
 	}
+	tkAll := a.d
+	if kq || nPad != nTok {
+		if cap(s.tk) < nPad*stride {
+			s.tk = make([]float32, nPad*stride)
+		}
+		tkAll = s.tk[:nPad*stride]
+		if kq {
+			amxTokenFactors(a, tkAll)
+		} else {
+			clear(tkAll[copy(tkAll, a.d[:nTok*steps]):])
+		}
+	}
+	kw := (*float32)(unsafe.Pointer(&s.kw[0]))
 	for rb := r0; rb < r1; rb += 16 {
 		nr := min(16, r1-rb)
 		amxBuildB(m, rb, nr, s)
 		amxConfig(&s.cfg[0], 16, nr, k)
 		mask := uint64(1)<<nr - 1
-		kw := (*float32)(unsafe.Pointer(&s.kw[0]))
 		for t0 := 0; t0 < nTok; t0 += 16 {
 			nt := min(16, nTok-t0)
 			cfg := &s.cfg[0]
@@ -242,32 +259,20 @@ func amxProduct(m *Matrix, Y []float32, a *Acts, r0, r1 int, s *amxScratch, tile
 				cfg = &s.cfg[1]
 				amxConfig(cfg, nt, nr, k)
 			}
-			var tk *float32
-			switch {
-			case kq:
-				amxTokenFactors(a, t0, nt, s.tk)
-				tk = &s.tk[0]
-			case nt == 16:
-				tk = &a.d[t0*steps]
-			default: // the tail tile: 16 tokens' scales, zeros past nt
-				d := s.tk[:16*steps]
-				clear(d[copy(d, a.d[t0*steps:]):])
-				tk = &d[0]
-			}
-			tile(&cfg[0], &s.acc[0], &s.cbuf[0], &a.qs[t0*cols], cols, (*int8)(unsafe.Pointer(&s.b[0])), kw, tk, steps, nt, &Y[t0*rows+rb], rows, mask)
+			tile(&cfg[0], &s.acc[0], &s.cbuf[0], &a.qs[t0*cols], cols, (*int8)(unsafe.Pointer(&s.b[0])), kw, &tkAll[t0*stride], steps, nt, &Y[t0*rows+rb], rows, mask)
 		}
 	}
 }
 
-// amxTokenFactors writes, for tokens [t0, t0+nt) of Q8_K activations a, the pair
-// (float(bsum), d_a) of every 16-element lane into tk: token t's lane L at tk[2·(t·lanes+L)];
-// the pairs of tokens nt to 15 are zeros.
-func amxTokenFactors(a *Acts, t0, nt int, tk []float32) {
+// amxTokenFactors writes, for every token of Q8_K activations a, the pair (float(bsum), d_a)
+// of each 16-element lane into tk (token t's lane L at tk[2·(t·lanes+L)]); the pairs of the
+// tokens past a.nTok (padding to a whole tile) are zeros.
+func amxTokenFactors(a *Acts, tk []float32) {
 	lanes := a.cols / 16
-	clear(tk[2*nt*lanes : 32*lanes])
-	for t := 0; t < nt; t++ {
-		bs := a.bsums[(t0+t)*lanes : (t0+t+1)*lanes]
-		d := a.d[(t0+t)*(lanes/16):]
+	clear(tk[2*a.nTok*lanes:])
+	for t := 0; t < a.nTok; t++ {
+		bs := a.bsums[t*lanes : (t+1)*lanes]
+		d := a.d[t*(lanes/16):]
 		out := tk[2*t*lanes : 2*(t+1)*lanes]
 		for l, v := range bs {
 			out[2*l], out[2*l+1] = float32(v), d[l/16]
