@@ -69,9 +69,8 @@
 	KMOVQ (128+16*(c)+8)(R12), K1 \
 	VPADDB Z28, Z17, K1, Z17
 
-#define GEMMK8_BODY(HI, soff, doff, gbytes) \
-	VMOVDQU32 kpermG<>+0(SB), Z27  \
-	VMOVDQU32 kpermG<>+64(SB), Z26 \
+#define GEMMK8_BODY(INIT, SC, HI, gbytes) \
+	INIT                       \
 	ZERO4(Z8, Z9, Z10, Z11)    \
 	ZERO4(Z12, Z13, Z14, Z15)  \
 rowk8:                        \
@@ -79,7 +78,7 @@ rowk8:                        \
 groupk8:                      \
 	ZERO4(Z0, Z1, Z2, Z3)      \
 	ZERO4(Z4, Z5, Z6, Z7)      \
-	KSCALES(soff, doff)        \
+	SC                         \
 	NIBS(0)                    \
 	HI(0)                      \
 	KDOTS8(0)                  \
@@ -102,15 +101,14 @@ groupk8:                      \
 	VZEROUPPER                 \
 	RET
 
-#define GEMMK4_BODY(HI, soff, doff, gbytes) \
-	VMOVDQU32 kpermG<>+0(SB), Z27  \
-	VMOVDQU32 kpermG<>+64(SB), Z26 \
+#define GEMMK4_BODY(INIT, SC, HI, gbytes) \
+	INIT                       \
 	ZERO4(Z8, Z9, Z10, Z11)    \
 rowk4:                        \
 	ROW_START                  \
 groupk4:                      \
 	ZERO4(Z0, Z1, Z2, Z3)      \
-	KSCALES(soff, doff)        \
+	SC                         \
 	NIBS(0)                    \
 	HI(0)                      \
 	KDOTS4(0)                  \
@@ -131,25 +129,33 @@ groupk4:                      \
 
 #define NOHI(c)
 
+// No-operation hook, and the per-kernel inits and per-group scale steps of the bodies.
+#define NOP0
+#define KPERM \
+	VMOVDQU32 kpermG<>+0(SB), Z27 \
+	VMOVDQU32 kpermG<>+64(SB), Z26
+#define Q4KSC KSCALES(128, 144)
+#define Q5KSC KSCALES(160, 176)
+
 // func gemmQ4_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmQ4_Kx8(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	GEMMK8_BODY(NOHI, 128, 144, 148)
+	GEMMK8_BODY(KPERM, Q4KSC, NOHI, 148)
 
 // func gemmQ5_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmQ5_Kx8(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	GEMMK8_BODY(HI5K, 160, 176, 180)
+	GEMMK8_BODY(KPERM, Q5KSC, HI5K, 180)
 
 // func gemmQ4_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmQ4_Kx4(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	GEMMK4_BODY(NOHI, 128, 144, 148)
+	GEMMK4_BODY(KPERM, Q4KSC, NOHI, 148)
 
 // func gemmQ5_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmQ5_Kx4(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	GEMMK4_BODY(HI5K, 160, 176, 180)
+	GEMMK4_BODY(KPERM, Q5KSC, HI5K, 180)
 
 // ---- Q6_K -------------------------------------------------------------------------------
 // Per group: Z18 the high bits, Z20 the signed sub-block scales, Z22 d in every lane; Z25
@@ -166,14 +172,6 @@ TEXT ·gemmQ5_Kx4(SB), NOSPLIT, $0-72
 	VPSRLW     $2, Z18, Z19           \
 	VPTERNLOGD $0xf8, Z25, Z19, Z17
 
-#define Q6FIN(t, acc, facc) \
-	VPSLLD      $5, ((t)*128)(R14), Z24     \
-	VPSUBD      Z24, acc, acc               \
-	VPMULLD     Z20, acc, acc               \
-	VCVTDQ2PS   acc, acc                    \
-	VMULPS.BCST ((t)*128+64)(R14), Z22, Z23 \
-	VFMADD231PS Z23, acc, facc
-
 #define Q6SCALES \
 	VPMOVSXBD    192(R12), Z20 \
 	VPBROADCASTW 208(R12), Y22 \
@@ -183,75 +181,95 @@ TEXT ·gemmQ5_Kx4(SB), NOSPLIT, $0-72
 	MOVL $0x30303030, BX \
 	VPBROADCASTD BX, Z25
 
+// GEMMI8_BODY / GEMMI4_BODY: the K-quants with integer lane scales (Q6_K, Q3_K, IQ4_XS).
+// INIT runs once, SC per group (Z20 the scales, Z22 d, and what HI0/HI1 need), HI0 and HI1
+// after the nibbles of chunks 0 and 1; IFIN removes the code offset (Σa)<<shift.
+#define GEMMI8_BODY(INIT, SC, HI0, HI1, shift, gbytes) \
+	INIT                        \
+	ZERO4(Z8, Z9, Z10, Z11)     \
+	ZERO4(Z12, Z13, Z14, Z15)   \
+rowi8:                          \
+	ROW_START                   \
+groupi8:                        \
+	ZERO4(Z0, Z1, Z2, Z3)       \
+	ZERO4(Z4, Z5, Z6, Z7)       \
+	SC                          \
+	NIBS(0)                     \
+	HI0                         \
+	KDOTS8(0)                   \
+	NIBS(1)                     \
+	HI1                         \
+	KDOTS8(1)                   \
+	IFIN(0, Z0, Z8, shift)      \
+	IFIN(1, Z1, Z9, shift)      \
+	IFIN(2, Z2, Z10, shift)     \
+	IFIN(3, Z3, Z11, shift)     \
+	IFIN(4, Z4, Z12, shift)     \
+	IFIN(5, Z5, Z13, shift)     \
+	IFIN(6, Z6, Z14, shift)     \
+	IFIN(7, Z7, Z15, shift)     \
+	NEXT_GROUP(gbytes)          \
+	JNE groupi8                 \
+	REDUCE_STORE8               \
+	NEXT_ROW                    \
+	JNE rowi8                   \
+	VZEROUPPER                  \
+	RET
+
+#define GEMMI4_BODY(INIT, SC, HI0, HI1, shift, gbytes) \
+	INIT                        \
+	ZERO4(Z8, Z9, Z10, Z11)     \
+rowi4:                          \
+	ROW_START                   \
+groupi4:                        \
+	ZERO4(Z0, Z1, Z2, Z3)       \
+	SC                          \
+	NIBS(0)                     \
+	HI0                         \
+	KDOTS4(0)                   \
+	NIBS(1)                     \
+	HI1                         \
+	KDOTS4(1)                   \
+	IFIN(0, Z0, Z8, shift)      \
+	IFIN(1, Z1, Z9, shift)      \
+	IFIN(2, Z2, Z10, shift)     \
+	IFIN(3, Z3, Z11, shift)     \
+	NEXT_GROUP(gbytes)          \
+	JNE groupi4                 \
+	REDUCE_STORE4               \
+	NEXT_ROW                    \
+	JNE rowi4                   \
+	VZEROUPPER                  \
+	RET
+
+#define IFIN(t, acc, facc, shift) \
+	VPSLLD      $shift, ((t)*128)(R14), Z24 \
+	VPSUBD      Z24, acc, acc               \
+	VPMULLD     Z20, acc, acc               \
+	VCVTDQ2PS   acc, acc                    \
+	VMULPS.BCST ((t)*128+64)(R14), Z22, Z23 \
+	VFMADD231PS Z23, acc, facc
+
+// Q6_K's scales, d and high bits.
+#define Q6SC \
+	Q6SCALES \
+	VMOVDQU64 128(R12), Z18
+
 // func gemmQ6_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmQ6_Kx8(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	Q6CONST
-	ZERO4(Z8, Z9, Z10, Z11)
-	ZERO4(Z12, Z13, Z14, Z15)
-row:
-	ROW_START
-group:
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	Q6SCALES
-	VMOVDQU64 128(R12), Z18
-	NIBS(0)
-	Q6HI0
-	KDOTS8(0)
-	NIBS(1)
-	Q6HI1
-	KDOTS8(1)
-	Q6FIN(0, Z0, Z8)
-	Q6FIN(1, Z1, Z9)
-	Q6FIN(2, Z2, Z10)
-	Q6FIN(3, Z3, Z11)
-	Q6FIN(4, Z4, Z12)
-	Q6FIN(5, Z5, Z13)
-	Q6FIN(6, Z6, Z14)
-	Q6FIN(7, Z7, Z15)
-	NEXT_GROUP(210)
-	JNE group
-	REDUCE_STORE8
-	NEXT_ROW
-	JNE row
-	VZEROUPPER
-	RET
+	GEMMI8_BODY(Q6CONST, Q6SC, Q6HI0, Q6HI1, 5, 210)
 
 // func gemmQ6_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmQ6_Kx4(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	Q6CONST
-	ZERO4(Z8, Z9, Z10, Z11)
-row:
-	ROW_START
-group:
-	ZERO4(Z0, Z1, Z2, Z3)
-	Q6SCALES
-	VMOVDQU64 128(R12), Z18
-	NIBS(0)
-	Q6HI0
-	KDOTS4(0)
-	NIBS(1)
-	Q6HI1
-	KDOTS4(1)
-	Q6FIN(0, Z0, Z8)
-	Q6FIN(1, Z1, Z9)
-	Q6FIN(2, Z2, Z10)
-	Q6FIN(3, Z3, Z11)
-	NEXT_GROUP(210)
-	JNE group
-	REDUCE_STORE4
-	NEXT_ROW
-	JNE row
-	VZEROUPPER
-	RET
+	GEMMI4_BODY(Q6CONST, Q6SC, Q6HI0, Q6HI1, 5, 210)
 
 // ---- Q2_K, Q3_K, IQ4_XS -----------------------------------------------------------------
 // Lanes are sub-blocks with their own scales (pack.go). Q2_K as Q4_K, with Z18 = sc·d and
 // Z19 = m·dmin straight from the 16 scales and 16 mins (gemv_k_amd64.s's KSCALES16); Q3_K and
 // IQ4_XS as Q6_K, with Z20 the signed scales, Z22 d in every lane and the code offset (4, or
-// IQ4_XS's 128 after the codebook lookup through Z25) removed with the Q8_K sums (IFINISH).
+// IQ4_XS's 128 after the codebook lookup through Z25) removed with the Q8_K sums (IFIN).
 
 #define K16SCALES(soff, doff) \
 	VPMOVZXBD    soff(R12), Z18       \
@@ -271,191 +289,41 @@ group:
 	VPBROADCASTW 144(R12), Y22 \
 	VCVTPH2PS    Y22, Z22
 
-#define IFIN(t, acc, facc, shift) \
-	VPSLLD      $shift, ((t)*128)(R14), Z24 \
-	VPSUBD      Z24, acc, acc               \
-	VPMULLD     Z20, acc, acc               \
-	VCVTDQ2PS   acc, acc                    \
-	VMULPS.BCST ((t)*128+64)(R14), Z22, Z23 \
-	VFMADD231PS Z23, acc, facc
+#define Q2KSC K16SCALES(128, 160)
+#define IQ4LOAD VBROADCASTI32X4 iq4gTable<>(SB), Z25
+#define IQ4LUT \
+	VPSHUFB Z16, Z25, Z16 \
+	VPSHUFB Z17, Z25, Z17
 
 // func gemmQ2_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmQ2_Kx8(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	ZERO4(Z8, Z9, Z10, Z11)
-	ZERO4(Z12, Z13, Z14, Z15)
-row:
-	ROW_START
-group:
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	K16SCALES(128, 160)
-	NIBS(0)
-	KDOTS8(0)
-	NIBS(1)
-	KDOTS8(1)
-	KFIN(0, Z0, Z8)
-	KFIN(1, Z1, Z9)
-	KFIN(2, Z2, Z10)
-	KFIN(3, Z3, Z11)
-	KFIN(4, Z4, Z12)
-	KFIN(5, Z5, Z13)
-	KFIN(6, Z6, Z14)
-	KFIN(7, Z7, Z15)
-	NEXT_GROUP(164)
-	JNE group
-	REDUCE_STORE8
-	NEXT_ROW
-	JNE row
-	VZEROUPPER
-	RET
+	GEMMK8_BODY(NOP0, Q2KSC, NOHI, 164)
 
 // func gemmQ2_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmQ2_Kx4(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	ZERO4(Z8, Z9, Z10, Z11)
-row:
-	ROW_START
-group:
-	ZERO4(Z0, Z1, Z2, Z3)
-	K16SCALES(128, 160)
-	NIBS(0)
-	KDOTS4(0)
-	NIBS(1)
-	KDOTS4(1)
-	KFIN(0, Z0, Z8)
-	KFIN(1, Z1, Z9)
-	KFIN(2, Z2, Z10)
-	KFIN(3, Z3, Z11)
-	NEXT_GROUP(164)
-	JNE group
-	REDUCE_STORE4
-	NEXT_ROW
-	JNE row
-	VZEROUPPER
-	RET
+	GEMMK4_BODY(NOP0, Q2KSC, NOHI, 164)
 
 // func gemmQ3_Kx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmQ3_Kx8(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	ZERO4(Z8, Z9, Z10, Z11)
-	ZERO4(Z12, Z13, Z14, Z15)
-row:
-	ROW_START
-group:
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	I16SCALES
-	NIBS(0)
-	KDOTS8(0)
-	NIBS(1)
-	KDOTS8(1)
-	IFIN(0, Z0, Z8, 2)
-	IFIN(1, Z1, Z9, 2)
-	IFIN(2, Z2, Z10, 2)
-	IFIN(3, Z3, Z11, 2)
-	IFIN(4, Z4, Z12, 2)
-	IFIN(5, Z5, Z13, 2)
-	IFIN(6, Z6, Z14, 2)
-	IFIN(7, Z7, Z15, 2)
-	NEXT_GROUP(146)
-	JNE group
-	REDUCE_STORE8
-	NEXT_ROW
-	JNE row
-	VZEROUPPER
-	RET
+	GEMMI8_BODY(NOP0, I16SCALES, NOP0, NOP0, 2, 146)
 
 // func gemmQ3_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmQ3_Kx4(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	ZERO4(Z8, Z9, Z10, Z11)
-row:
-	ROW_START
-group:
-	ZERO4(Z0, Z1, Z2, Z3)
-	I16SCALES
-	NIBS(0)
-	KDOTS4(0)
-	NIBS(1)
-	KDOTS4(1)
-	IFIN(0, Z0, Z8, 2)
-	IFIN(1, Z1, Z9, 2)
-	IFIN(2, Z2, Z10, 2)
-	IFIN(3, Z3, Z11, 2)
-	NEXT_GROUP(146)
-	JNE group
-	REDUCE_STORE4
-	NEXT_ROW
-	JNE row
-	VZEROUPPER
-	RET
+	GEMMI4_BODY(NOP0, I16SCALES, NOP0, NOP0, 2, 146)
 
 // func gemmIQ4_XSx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmIQ4_XSx8(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	VBROADCASTI32X4 iq4gTable<>(SB), Z25
-	ZERO4(Z8, Z9, Z10, Z11)
-	ZERO4(Z12, Z13, Z14, Z15)
-row:
-	ROW_START
-group:
-	ZERO4(Z0, Z1, Z2, Z3)
-	ZERO4(Z4, Z5, Z6, Z7)
-	I16SCALES
-	NIBS(0)
-	VPSHUFB Z16, Z25, Z16
-	VPSHUFB Z17, Z25, Z17
-	KDOTS8(0)
-	NIBS(1)
-	VPSHUFB Z16, Z25, Z16
-	VPSHUFB Z17, Z25, Z17
-	KDOTS8(1)
-	IFIN(0, Z0, Z8, 7)
-	IFIN(1, Z1, Z9, 7)
-	IFIN(2, Z2, Z10, 7)
-	IFIN(3, Z3, Z11, 7)
-	IFIN(4, Z4, Z12, 7)
-	IFIN(5, Z5, Z13, 7)
-	IFIN(6, Z6, Z14, 7)
-	IFIN(7, Z7, Z15, 7)
-	NEXT_GROUP(146)
-	JNE group
-	REDUCE_STORE8
-	NEXT_ROW
-	JNE row
-	VZEROUPPER
-	RET
+	GEMMI8_BODY(IQ4LOAD, I16SCALES, IQ4LUT, IQ4LUT, 7, 146)
 
 // func gemmIQ4_XSx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmIQ4_XSx4(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	VBROADCASTI32X4 iq4gTable<>(SB), Z25
-	ZERO4(Z8, Z9, Z10, Z11)
-row:
-	ROW_START
-group:
-	ZERO4(Z0, Z1, Z2, Z3)
-	I16SCALES
-	NIBS(0)
-	VPSHUFB Z16, Z25, Z16
-	VPSHUFB Z17, Z25, Z17
-	KDOTS4(0)
-	NIBS(1)
-	VPSHUFB Z16, Z25, Z16
-	VPSHUFB Z17, Z25, Z17
-	KDOTS4(1)
-	IFIN(0, Z0, Z8, 7)
-	IFIN(1, Z1, Z9, 7)
-	IFIN(2, Z2, Z10, 7)
-	IFIN(3, Z3, Z11, 7)
-	NEXT_GROUP(146)
-	JNE group
-	REDUCE_STORE4
-	NEXT_ROW
-	JNE row
-	VZEROUPPER
-	RET
+	GEMMI4_BODY(IQ4LOAD, I16SCALES, IQ4LUT, IQ4LUT, 7, 146)
 
 // IQ4_NL's values + 128 (as in gemv_q8_amd64.s; DATA symbols are local to their file).
 DATA iq4gTable<>+0(SB)/8, $0x766a5d4f3f2d1801
