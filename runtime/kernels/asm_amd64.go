@@ -5,6 +5,16 @@ package kernels
 // Assembly entry points (see the .s files). Pointers address the first element; counts are
 // validated by the Go callers.
 
+// iq4nlPlus128 is IQ4_NL's codebook plus 128, as bytes: the VPSHUFB table with which the
+// IQ4_NL and IQ4_XS kernels of every assembly file map codes to unsigned values
+// (·iq4nlPlus128(SB)).
+var iq4nlPlus128 = func() (t [16]byte) {
+	for i, v := range kvaluesIQ4NL {
+		t[i] = byte(int(v) + 128)
+	}
+	return t
+}()
+
 //go:noescape
 func gemvF32(y *float32, w *byte, stride, rows int, x *float32, n int)
 

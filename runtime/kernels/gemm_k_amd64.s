@@ -290,7 +290,7 @@ TEXT ·gemmQ6_Kx4(SB), NOSPLIT, $0-72
 	VCVTPH2PS    Y22, Z22
 
 #define Q2KSC K16SCALES(128, 160)
-#define IQ4LOAD VBROADCASTI32X4 iq4gTable<>(SB), Z25
+#define IQ4LOAD VBROADCASTI32X4 ·iq4nlPlus128(SB), Z25
 #define IQ4LUT \
 	VPSHUFB Z16, Z25, Z16 \
 	VPSHUFB Z17, Z25, Z17
@@ -324,11 +324,6 @@ TEXT ·gemmIQ4_XSx8(SB), NOSPLIT, $0-72
 TEXT ·gemmIQ4_XSx4(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
 	GEMMI4_BODY(IQ4LOAD, I16SCALES, IQ4LUT, IQ4LUT, 7, 146)
-
-// IQ4_NL's values + 128 (as in gemv_q8_amd64.s; DATA symbols are local to their file).
-DATA iq4gTable<>+0(SB)/8, $0x766a5d4f3f2d1801
-DATA iq4gTable<>+8(SB)/8, $0xf1d9c5b5a6998d81
-GLOBL iq4gTable<>(SB), RODATA|NOPTR, $16
 
 // Lane → sub-block scale index (as kperm in gemv_k_amd64.s): sc then m.
 DATA kpermG<>+0(SB)/8, $0x0000000000000000

@@ -206,13 +206,13 @@ TEXT ·gemmQ4_0x4(SB), NOSPLIT, $0-72
 // func gemmIQ4_NLx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmIQ4_NLx8(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(9)
-	VBROADCASTI32X4 iq4nlTableG<>(SB), Z30
+	VBROADCASTI32X4 ·iq4nlPlus128(SB), Z30
 	GEMM8_BODY(UNPACK_IQ4, FINS8(7), 288, 256)
 
 // func gemmIQ4_NLx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmIQ4_NLx4(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(9)
-	VBROADCASTI32X4 iq4nlTableG<>(SB), Z30
+	VBROADCASTI32X4 ·iq4nlPlus128(SB), Z30
 	GEMM4_BODY(UNPACK_IQ4, FINS4(7), 288, 256)
 
 // func gemmQ4_1x8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
@@ -254,8 +254,3 @@ TEXT ·gemmQ8_0x8(SB), NOSPLIT, $0-72
 TEXT ·gemmQ8_0x4(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(9)
 	GEMM4_BODY(UNPACK_Q8, FINS4(7), 544, 512)
-
-// IQ4_NL values + 128 (as in gemv_q8_amd64.s).
-DATA iq4nlTableG<>+0(SB)/8, $0x766a5d4f3f2d1801
-DATA iq4nlTableG<>+8(SB)/8, $0xf1d9c5b5a6998d81
-GLOBL iq4nlTableG<>(SB), RODATA|NOPTR, $16

@@ -272,7 +272,7 @@ group:
 // func gemvIQ4_XS(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvIQ4_XS(SB), NOSPLIT, $0-64
 	LOAD_ARGS
-	VBROADCASTI32X4 iq4xsTable<>(SB), Z24
+	VBROADCASTI32X4 ·iq4nlPlus128(SB), Z24
 row:
 	ROW_START
 group:
@@ -295,11 +295,6 @@ group:
 	JNE row
 	VZEROUPPER
 	RET
-
-// IQ4_NL's values + 128 (as gemv_q8_amd64.s's table, which is local to that file).
-DATA iq4xsTable<>+0(SB)/8, $0x766a5d4f3f2d1801
-DATA iq4xsTable<>+8(SB)/8, $0xf1d9c5b5a6998d81
-GLOBL iq4xsTable<>(SB), RODATA|NOPTR, $16
 
 // Lane → sub-block scale index (two 16-lanes per 32-element sub-block): sc then m.
 DATA kperm<>+0(SB)/8, $0x0000000000000000

@@ -140,7 +140,7 @@ group:
 // func gemvIQ4_NL(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvIQ4_NL(SB), NOSPLIT, $0-64
 	LOAD_ARGS
-	VBROADCASTI32X4 iq4nlTable<>(SB), Z24
+	VBROADCASTI32X4 ·iq4nlPlus128(SB), Z24
 row:
 	ROW_START
 group:
@@ -285,8 +285,3 @@ group:
 	JNE row
 	VZEROUPPER
 	RET
-
-// IQ4_NL values + 128: {-127,-104,-83,-65,-49,-35,-22,-10,1,13,25,38,53,69,89,113} + 128.
-DATA iq4nlTable<>+0(SB)/8, $0x766a5d4f3f2d1801
-DATA iq4nlTable<>+8(SB)/8, $0xf1d9c5b5a6998d81
-GLOBL iq4nlTable<>(SB), RODATA|NOPTR, $16
