@@ -33,10 +33,6 @@ func TestMain(m *testing.M) {
 // TestAMXEncodings disassembles the AMX kernels with GNU objdump, an assembler independent of the
 // hand-written BYTE encodings, and checks every tile instruction and its operands.
 func TestAMXEncodings(t *testing.T) {
-	objdump, err := exec.LookPath("objdump")
-	if err != nil {
-		t.Skip("GNU objdump not installed")
-	}
 	// Per kernel: the pair of steps on both tile sets, then the single step.
 	want := func(fn string) []string {
 		da, db := "0x200", "0x2000" // 16 blocks of 32 bytes (A) and of 512 (B)
@@ -63,39 +59,53 @@ func TestAMXEncodings(t *testing.T) {
 			"tilerelease",
 		}
 	}
-	re := regexp.MustCompile(`\t((?:ldtilecfg|sttilecfg|tilerelease|tilezero|tileloadd\w*|tilestored|tdp\w+)\b.*)$`)
+	re := regexp.MustCompile(`^((?:ldtilecfg|sttilecfg|tilerelease|tilezero|tileloadd\w*|tilestored|tdp\w+)\b.*)$`)
 	for _, fn := range []string{"amxQ8Tile", "amxQ4KTile", "amxQ6KTile"} {
-		// The assembly function and its ABI wrapper share the name; the wrapper has no tile code.
-		codes, err := funcCode(os.Args[0], "github.com/gquant/gquant/runtime/kernels."+fn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body []byte
-		for i, code := range codes {
-			bin := filepath.Join(t.TempDir(), fmt.Sprintf("%s%d.bin", fn, i))
-			if err := os.WriteFile(bin, code, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			out, err := exec.Command(objdump, "-D", "-b", "binary", "-m", "i386:x86-64", "--no-show-raw-insn", bin).Output()
-			if err != nil {
-				t.Fatalf("objdump: %v", err)
-			}
-			body = append(body, out...)
-		}
-		var got []string
-		for _, line := range strings.Split(string(body), "\n") {
-			if m := re.FindStringSubmatch(line); m != nil {
-				got = append(got, strings.Join(strings.Fields(m[1]), " "))
-			}
-		}
+		got := disassembled(t, fn, re)
 		if w := want(fn); strings.Join(got, "\n") != strings.Join(w, "\n") {
 			t.Errorf("tile instructions of %s:\n%s\nwant:\n%s", fn, strings.Join(got, "\n"), strings.Join(w, "\n"))
 		}
-		// The assembler must not have emitted anything objdump cannot decode.
-		if bytes.Contains(body, []byte("(bad)")) {
-			t.Errorf("objdump finds undecodable bytes in %s:\n%s", fn, body)
+	}
+}
+
+// disassembled returns, as GNU objdump writes them (operands in AT&T order, spaces
+// normalised), the instructions of the package function fn that match re, skipping the test
+// when objdump is not installed. The assembly function and its ABI wrapper share the name;
+// both are disassembled (the wrapper holds none of the instructions looked for). Bytes that
+// objdump cannot decode fail the test.
+func disassembled(t *testing.T, fn string, re *regexp.Regexp) []string {
+	t.Helper()
+	objdump, err := exec.LookPath("objdump")
+	if err != nil {
+		t.Skip("GNU objdump not installed")
+	}
+	codes, err := funcCode(os.Args[0], "github.com/gquant/gquant/runtime/kernels."+fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, code := range codes {
+		bin := filepath.Join(t.TempDir(), fmt.Sprintf("%s%d.bin", fn, i))
+		if err := os.WriteFile(bin, code, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(objdump, "-D", "-b", "binary", "-m", "i386:x86-64", "--no-show-raw-insn", bin).Output()
+		if err != nil {
+			t.Fatalf("objdump: %v", err)
+		}
+		if bytes.Contains(out, []byte("(bad)")) {
+			t.Errorf("objdump finds undecodable bytes in %s:\n%s", fn, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			// "  1c:\tinstruction operands"
+			if _, ins, ok := strings.Cut(line, ":\t"); ok {
+				if m := re.FindStringSubmatch(strings.TrimSpace(ins)); m != nil {
+					got = append(got, strings.Join(strings.Fields(m[1]), " "))
+				}
+			}
 		}
 	}
+	return got
 }
 
 // funcCode returns the machine code of every function called name in the Go binary bin,

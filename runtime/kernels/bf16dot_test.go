@@ -7,8 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -83,10 +81,6 @@ func TestBF16Dot(t *testing.T) {
 
 // TestBF16DotEncodings checks the BYTE-encoded VDPBF16PS of both kernels against GNU objdump.
 func TestBF16DotEncodings(t *testing.T) {
-	objdump, err := exec.LookPath("objdump")
-	if err != nil {
-		t.Skip("GNU objdump not installed")
-	}
 	want := map[string][]string{"gemvBF16Dot": {
 		"vdpbf16ps %zmm4,%zmm0,%zmm30", "vdpbf16ps %zmm5,%zmm1,%zmm29",
 		"vdpbf16ps %zmm6,%zmm2,%zmm28", "vdpbf16ps %zmm7,%zmm3,%zmm27",
@@ -97,32 +91,9 @@ func TestBF16DotEncodings(t *testing.T) {
 			want["gemm4x4BF16Dot"] = append(want["gemm4x4BF16Dot"], fmt.Sprintf("vdpbf16ps %%zmm%d,%%zmm%d,%%zmm%d", 20+tk, 16+r, 4*r+tk))
 		}
 	}
-	re := regexp.MustCompile(`\t(vdpbf16ps\b.*)$`)
+	re := regexp.MustCompile(`^(vdpbf16ps\b.*)$`)
 	for fn, w := range want {
-		codes, err := funcCode(os.Args[0], "github.com/gquant/gquant/runtime/kernels."+fn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for i, code := range codes {
-			bin := filepath.Join(t.TempDir(), fmt.Sprintf("%s%d.bin", fn, i))
-			if err := os.WriteFile(bin, code, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			out, err := exec.Command(objdump, "-D", "-b", "binary", "-m", "i386:x86-64", "--no-show-raw-insn", bin).Output()
-			if err != nil {
-				t.Fatalf("objdump: %v", err)
-			}
-			if strings.Contains(string(out), "(bad)") {
-				t.Errorf("objdump finds undecodable bytes in %s", fn)
-			}
-			for _, line := range strings.Split(string(out), "\n") {
-				if m := re.FindStringSubmatch(line); m != nil {
-					got = append(got, strings.Join(strings.Fields(m[1]), " "))
-				}
-			}
-		}
-		if strings.Join(got, "\n") != strings.Join(w, "\n") {
+		if got := disassembled(t, fn, re); strings.Join(got, "\n") != strings.Join(w, "\n") {
 			t.Errorf("%s:\n%s\nwant:\n%s", fn, strings.Join(got, "\n"), strings.Join(w, "\n"))
 		}
 	}
