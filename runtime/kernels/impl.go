@@ -85,8 +85,7 @@ func Accelerated(t WType, mode ActMode) bool {
 	if current.accel == nil || !t.Supported() {
 		return false
 	}
-	m := Matrix{Type: t, Mode: mode}
-	return current.accel(t, m.mode())
+	return current.accel(t, mode.resolve(t))
 }
 
 // Impls lists the names of the implementations available on this machine, best first

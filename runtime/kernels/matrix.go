@@ -69,14 +69,17 @@ func NewMatrix(t WType, rows, cols int, data []byte) (*Matrix, error) {
 func (m *Matrix) RowBytes() int { return m.rowBytes }
 
 // mode resolves ActDefault.
-func (m *Matrix) mode() ActMode {
-	if m.Mode == ActDefault {
-		if m.Type.quantized() {
+func (m *Matrix) mode() ActMode { return m.Mode.resolve(m.Type) }
+
+// resolve turns ActDefault into the mode products of weights of type t take.
+func (a ActMode) resolve(t WType) ActMode {
+	if a == ActDefault {
+		if t.quantized() {
 			return ActQuant
 		}
 		return ActFloat
 	}
-	return m.Mode
+	return a
 }
 
 // actKind returns the activation form m's products take.
