@@ -370,6 +370,9 @@ func amxDecodeRow(t WType, vals []uint8, kw []uint32, n int, row []byte, cols in
 		return
 	}
 	bs := t.TypeSize()
+	if t == IQ4_NL || t == Q5_0 {
+		codes(t, vals, row, cols) // unsigned codes, mapped to values below
+	}
 	for b := 0; b < cols/32; b++ {
 		blk := row[b*bs : (b+1)*bs]
 		kw[16*b+n] = f(f16ToF32(le16(blk)))
@@ -387,16 +390,12 @@ func amxDecodeRow(t WType, vals []uint8, kw []uint32, n int, row []byte, cols in
 				binary.LittleEndian.PutUint64(v[16+8*h:], ((x>>4&swarLo4|swarHigh)-eight)^swarHigh)
 			}
 		case IQ4_NL:
-			for j := 0; j < 16; j++ {
-				c := blk[2+j]
-				v[j], v[j+16] = uint8(kvaluesIQ4NL[c&15]), uint8(kvaluesIQ4NL[c>>4])
+			for i, c := range v {
+				v[i] = uint8(kvaluesIQ4NL[c])
 			}
 		case Q5_0:
-			qh := binary.LittleEndian.Uint32(blk[2:])
-			for j := 0; j < 16; j++ {
-				c := blk[6+j]
-				v[j] = c&15 | uint8(qh>>j&1)<<4 - 16
-				v[j+16] = c>>4 | uint8(qh>>(j+16)&1)<<4 - 16
+			for i := range v {
+				v[i] -= 16
 			}
 		}
 	}
