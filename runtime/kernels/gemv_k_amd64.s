@@ -143,6 +143,26 @@ group:
 	VZEROUPPER
 	RET
 
+// ISCALE16(soff, doff): Z4 = the 16 per-lane int8 scales at soff (sign-extended), Z11 = d
+// (fp16 at doff) · d_a (Q6_K, Q3_K, IQ4_XS).
+#define ISCALE16(soff, doff) \
+	VPMOVSXBD    soff(R12), Z4      \
+	VPBROADCASTW doff(R12), X11     \
+	VCVTPH2PS    X11, X11           \
+	VMULSS       64(R14), X11, X11  \
+	VBROADCASTSS X11, Z11
+
+// IFINISH(shift): Z0+Z5 hold Σ code·a per lane; subtracts the code offset (Σa)<<shift, scales
+// by the lane's integer scale, and accumulates float(·)·d·d_a into Z30.
+#define IFINISH(shift) \
+	VPADDD      Z5, Z0, Z0      \
+	VMOVDQU32   (R14), Z3       \
+	VPSLLD      $shift, Z3, Z3  \
+	VPSUBD      Z3, Z0, Z0      \
+	VPMULLD     Z4, Z0, Z0      \
+	VCVTDQ2PS   Z0, Z0          \
+	VFMADD231PS Z11, Z0, Z30
+
 // HI6(reg): reg |= Z8 & 0x30 (the two high bits, already shifted into bits 4-5 of Z8).
 #define HI6(reg) VPTERNLOGD $0xf8, Z25, Z8, reg
 
@@ -154,11 +174,7 @@ row:
 group:
 	VPXORD Z0, Z0, Z0
 	VPXORD Z5, Z5, Z5
-	VPMOVSXBD    192(R12), Z4
-	VPBROADCASTW 208(R12), X11
-	VCVTPH2PS    X11, X11
-	VMULSS       64(R14), X11, X11
-	VBROADCASTSS X11, Z11
+	ISCALE16(192, 208)
 	VMOVDQU64 128(R12), Z7
 	PREFETCH_LINES_4
 	NIB(0)
@@ -173,13 +189,7 @@ group:
 	VPSRLW $2, Z7, Z8
 	HI6(Z2)
 	DOT2(1)
-	VPADDD       Z5, Z0, Z0
-	VMOVDQU32    (R14), Z3
-	VPSLLD       $5, Z3, Z3
-	VPSUBD       Z3, Z0, Z0
-	VPMULLD      Z4, Z0, Z0
-	VCVTDQ2PS    Z0, Z0
-	VFMADD231PS  Z11, Z0, Z30
+	IFINISH(5)
 	NEXTK(210)
 	JNE group
 	ROW_END
@@ -224,77 +234,47 @@ group:
 	VZEROUPPER
 	RET
 
-// ISCALE16(soff, doff): Z4 = the 16 per-lane int8 scales at soff (sign-extended), Z11 = d
-// (fp16 at doff) · d_a, as gemvQ6_K does.
-#define ISCALE16(soff, doff) \
-	VPMOVSXBD    soff(R12), Z4      \
-	VPBROADCASTW doff(R12), X11     \
-	VCVTPH2PS    X11, X11           \
-	VMULSS       64(R14), X11, X11  \
-	VBROADCASTSS X11, Z11
+// GEMVI_BODY(HOOK, shift): Q3_K and IQ4_XS (16 int8 lane scales at 128, d at 144, groups
+// of 146 bytes); HOOK(reg) maps the nibble codes of Z1, Z2 (nothing, or the codebook).
+#define GEMVI_BODY(HOOK, shift) \
+row:                  \
+	ROW_START          \
+group:                \
+	VPXORD Z0, Z0, Z0  \
+	VPXORD Z5, Z5, Z5  \
+	ISCALE16(128, 144) \
+	PREFETCH_LINES_3   \
+	NIB(0)             \
+	HOOK(Z1)           \
+	HOOK(Z2)           \
+	DOT2(0)            \
+	NIB(1)             \
+	HOOK(Z1)           \
+	HOOK(Z2)           \
+	DOT2(1)            \
+	IFINISH(shift)     \
+	NEXTK(146)         \
+	JNE group          \
+	ROW_END            \
+	JNE row            \
+	VZEROUPPER         \
+	RET
 
-// IFINISH(shift): Z0+Z5 hold Σ code·a per lane; subtracts the code offset (Σa)<<shift, scales
-// by the lane's integer scale, and accumulates float(·)·d·d_a into Z30.
-#define IFINISH(shift) \
-	VPADDD      Z5, Z0, Z0      \
-	VMOVDQU32   (R14), Z3       \
-	VPSLLD      $shift, Z3, Z3  \
-	VPSUBD      Z3, Z0, Z0      \
-	VPMULLD     Z4, Z0, Z0      \
-	VCVTDQ2PS   Z0, Z0          \
-	VFMADD231PS Z11, Z0, Z30
+#define NOMAP(reg)
+
+// IQ4X(reg) maps codes 0..15 to IQ4_NL's values + 128 (table in Z24).
+#define IQ4X(reg) VPSHUFB reg, Z24, reg
 
 // func gemvQ3_K(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvQ3_K(SB), NOSPLIT, $0-64
 	LOAD_ARGS
-row:
-	ROW_START
-group:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z5, Z5, Z5
-	ISCALE16(128, 144)
-	PREFETCH_LINES_3
-	NIB(0)
-	DOT2(0)
-	NIB(1)
-	DOT2(1)
-	IFINISH(2)
-	NEXTK(146)
-	JNE group
-	ROW_END
-	JNE row
-	VZEROUPPER
-	RET
-
-// IQ4X(reg) maps codes 0..15 to IQ4_NL's values + 128 (table in Z24).
-#define IQ4X(reg) VPSHUFB reg, Z24, reg
+	GEMVI_BODY(NOMAP, 2)
 
 // func gemvIQ4_XS(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemvIQ4_XS(SB), NOSPLIT, $0-64
 	LOAD_ARGS
 	VBROADCASTI32X4 ·iq4nlPlus128(SB), Z24
-row:
-	ROW_START
-group:
-	VPXORD Z0, Z0, Z0
-	VPXORD Z5, Z5, Z5
-	ISCALE16(128, 144)
-	PREFETCH_LINES_3
-	NIB(0)
-	IQ4X(Z1)
-	IQ4X(Z2)
-	DOT2(0)
-	NIB(1)
-	IQ4X(Z1)
-	IQ4X(Z2)
-	DOT2(1)
-	IFINISH(7)
-	NEXTK(146)
-	JNE group
-	ROW_END
-	JNE row
-	VZEROUPPER
-	RET
+	GEMVI_BODY(IQ4X, 7)
 
 // Lane → sub-block scale index (two 16-lanes per 32-element sub-block): sc then m.
 DATA kperm<>+0(SB)/8, $0x0000000000000000
