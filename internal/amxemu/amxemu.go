@@ -9,6 +9,11 @@
 // #GP (tiles not configured, invalid configuration, shape mismatch, tiles not distinct, bad
 // encoding) or fault on its memory operand stops the run with an error.
 //
+// The harness needs a CPU on which every AMX instruction faults. On a CPU with AMX, a process
+// that has not asked Linux for the tile data state still executes LDTILECFG, STTILECFG and
+// TILERELEASE natively (only the tile data instructions fault), so the tracer could not follow
+// the configuration: Run refuses there with ErrNativeAMX, and code is tested natively instead.
+//
 // Not emulated: CPUID (the child sees the host's feature bits) and the Linux permission
 // request arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), which fails on a host without
 // AMX; code under test must let a test force its AMX path. Other AMX extensions (FP16,
@@ -42,9 +47,19 @@
 package amxemu
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
+
+	"golang.org/x/sys/cpu"
 )
+
+// ErrNativeAMX is Run's error on a CPU that has AMX (CPUID AMX-TILE): there the tile
+// configuration instructions do not fault, so they cannot be emulated; run the code natively.
+var ErrNativeAMX = errors.New("amxemu: this CPU has AMX (LDTILECFG runs natively, only tile data instructions fault): test natively instead")
+
+// NativeAMX reports whether the CPU has AMX, so that Run refuses (ErrNativeAMX).
+func NativeAMX() bool { return cpu.X86.HasAMXTile }
 
 // Stats counts the emulated instructions of a run.
 type Stats struct {
@@ -68,11 +83,14 @@ type Stats struct {
 // sets cmd.SysProcAttr.Ptrace and, unless Setsid is set, puts the child into a new process
 // group (Setpgid), which the tracer uses to wait for the child's threads only. A group-stop
 // of the child (SIGSTOP, SIGTSTP, ...) is resumed at once. Processes the child starts are not
-// traced. Run is available on linux/amd64 only.
+// traced. Run is available on linux/amd64 only, on CPUs without AMX (ErrNativeAMX).
 func Run(cmd *exec.Cmd) (Stats, error) {
 	st := Stats{Counts: map[string]int{}}
 	if cmd.Process != nil {
 		return st, fmt.Errorf("amxemu: command already started")
+	}
+	if NativeAMX() {
+		return st, ErrNativeAMX
 	}
 	err := run(cmd, st.Counts)
 	return st, err

@@ -31,8 +31,8 @@ const (
 	childExitCode = 3
 )
 
-// TestChild runs inside the child process only (skipped otherwise). On this AMD machine every
-// AMX instruction it executes is emulated by the parent.
+// TestChild runs inside the child process only (skipped otherwise). Every AMX instruction it
+// executes is emulated by the parent (on CPUs without AMX; see amxemu.ErrNativeAMX).
 func TestChild(t *testing.T) {
 	scenario := os.Getenv(childEnv)
 	if scenario == "" {
