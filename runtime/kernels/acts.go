@@ -12,6 +12,8 @@ const (
 	actQ8_0                // blocks of 32: fp16 scale, int8 values
 	actQ8_1                // Q8_0 plus s = d·Σq per block (for Q4_1, Q5_1)
 	actQ8_K                // super-blocks of 256: float scale, int8 values, sums per 16
+	actG16                 // group matrices, a16: int16 codes, a scale per block (group_acts.go)
+	actG8                  // group matrices, a8: int8 codes, one scale per token
 )
 
 // Acts holds a batch of activation rows (tokens) converted for the kernels of one kind of
@@ -39,6 +41,17 @@ type Acts struct {
 	// implementation wants them.
 	il  []byte    // values, ilGroupBytes per (group, token)
 	ilM []float32 // one ilRecord-float record per (group, token): scales and sums
+
+	// Group matrices (actG16, actG8): the activation block and code width of the matrices
+	// served, and the codes and scales in the layout glay (group_acts.go).
+	grp  groupActs
+	glay groupLayout
+	g16  []int16   // a16 codes (glNatural, glChunk)
+	g8   []int8    // a8 codes
+	gh   []byte    // a16 codes' high bytes (glAMX)
+	gl   []byte    // a16 codes' low bytes (glAMX)
+	gd   []float32 // scales: a16 per block, a8 per token
+	gs   []int32   // glChunk: code sums per block (a16) or unit (a8)
 }
 
 // Tokens returns the number of activation rows held.

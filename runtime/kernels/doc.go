@@ -51,6 +51,19 @@
 // them token by token over row blocks that stay in cache; no GEMM or float-activation
 // assembly yet).
 //
+// gqf integer weights (group.go): NewGroupMatrix packs gqf's int4 groups (G = 16 … 256,
+// asymmetric with uint8 zero points or symmetric, LPBQ included once its scales are multiplied
+// out) and int8 per-channel weights into 16-row interleaved blocks (Matrix.Data is that packed
+// form; Matrix.Bytes its size; Matrix.GroupFormat the format; Matrix.Type a WType outside
+// ggml's ids, named like "gqf-int4-g128-asym"). They are never widened to float32. Mode
+// ActDefault or ActFloat multiplies with activations quantized to 16 bits per block (a16: the
+// block is the group for int4; for int8 the largest divisor of the row ≤ 128 that is a multiple
+// of 4 if one ≥ 32 exists, else the largest ≤ 512), ActQuant with 8 bits per token (a8,
+// gqf's "int8 per token" linear inputs); the block sums are exact int32 and the float
+// operations are fixed (group.go), so every implementation and batch size gives the same bits.
+// A token with a NaN or an infinity among its activations gets NaN outputs. The generic Go
+// code is the reference.
+//
 // The generic code always reads the ggml layout in Matrix.Data. For threads, Pool runs a
 // product's row ranges on persistent workers (Run: one contiguous chunk per worker;
 // RunDynamic: small chunks handed to whichever worker is free, which keeps a job going when

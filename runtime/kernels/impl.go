@@ -19,6 +19,14 @@ type implTable struct {
 	// for weights of type t in activation mode mode (resolved: ActFloat or ActQuant; nil:
 	// none).
 	accel func(t WType, mode ActMode) bool
+	// groupLayout chooses the layout of group-matrix activations (kind actG16 or actG8) for a
+	// batch of nTok tokens (nil: glNatural); groupMul computes a group matrix's product from
+	// activations in that layout, returning false to leave it to the generic code (which
+	// takes glNatural only); groupAccel reports whether it has kernels for format f in mode
+	// (ActFloat: a16, ActQuant: a8).
+	groupLayout func(k actKind, g groupActs, nTok, cols int) groupLayout
+	groupMul    func(m *Matrix, Y []float32, a *Acts, r0, r1 int) bool
+	groupAccel  func(f GroupFormat, mode ActMode) bool
 	// bf16Dot: products of BF16 weights and bf16-rounded activations of at least
 	// bf16DotMinTokens tokens use VDPBF16PS, reading Acts.bf.
 	bf16Dot bool
@@ -82,6 +90,9 @@ func Impl() string { return current.name }
 // activation mode mode with more than the generic Go code. The runtime widens a type without
 // such kernels to F32 at load when F32 has them (faster, at 4 bytes per weight).
 func Accelerated(t WType, mode ActMode) bool {
+	if f, ok := t.Group(); ok {
+		return current.groupAccel != nil && current.groupAccel(f, mode.resolve(t))
+	}
 	if current.accel == nil || !t.Supported() {
 		return false
 	}

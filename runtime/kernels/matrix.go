@@ -46,6 +46,7 @@ type Matrix struct {
 	Mode ActMode
 
 	rowBytes int
+	grp      *groupInfo // gqf integer weights (NewGroupMatrix); nil for ggml types
 	mu       sync.Mutex
 	pk       atomic.Pointer[packed]
 }
@@ -65,7 +66,8 @@ func NewMatrix(t WType, rows, cols int, data []byte) (*Matrix, error) {
 	return &Matrix{Type: t, Rows: rows, Cols: cols, Data: data, rowBytes: rb}, nil
 }
 
-// RowBytes returns the bytes of one row of m in ggml's layout.
+// RowBytes returns the bytes of one row of m in ggml's layout (0 for a group matrix, whose
+// rows are interleaved by 16: see Bytes).
 func (m *Matrix) RowBytes() int { return m.rowBytes }
 
 // mode resolves ActDefault.
@@ -84,6 +86,12 @@ func (a ActMode) resolve(t WType) ActMode {
 
 // actKind returns the activation form m's products take.
 func (m *Matrix) actKind() actKind {
+	if m.grp != nil {
+		if m.mode() == ActQuant {
+			return actG8
+		}
+		return actG16
+	}
 	if m.mode() == ActFloat {
 		return actF32
 	}
@@ -103,9 +111,10 @@ func (m *Matrix) actKind() actKind {
 }
 
 // SharesActs reports whether m's products take activations prepared for o (the same column
-// count and activation form), so that one Prepare serves both.
+// count and activation form: for group matrices also the same activation block and code
+// width), so that one Prepare serves both.
 func (m *Matrix) SharesActs(o *Matrix) bool {
-	return m.Cols == o.Cols && m.actKind() == o.actKind()
+	return m.Cols == o.Cols && m.actKind() == o.actKind() && m.groupActs() == o.groupActs()
 }
 
 // Pack builds the repacked copy of the weights that the current implementation's quantized
@@ -137,8 +146,8 @@ func (m *Matrix) packedFor(im *implTable) *packed {
 
 // valid panics when m was not made by NewMatrix.
 func (m *Matrix) valid() {
-	if m.rowBytes == 0 {
-		panic("kernels: Matrix not created by NewMatrix")
+	if m.rowBytes == 0 && m.grp == nil {
+		panic("kernels: Matrix not created by NewMatrix or NewGroupMatrix")
 	}
 }
 
@@ -149,6 +158,7 @@ func (m *Matrix) Prepare(a *Acts, X []float32, nTok int) {
 	if nTok < 0 || len(X) < nTok*m.Cols {
 		panic(fmt.Sprintf("kernels: Prepare: %d tokens of %d columns need %d values, have %d", nTok, m.Cols, nTok*m.Cols, len(X)))
 	}
+	a.grp = m.groupActs()
 	prepareActs(a, m.actKind(), X[:nTok*m.Cols], nTok, m.Cols)
 }
 
@@ -165,6 +175,7 @@ func (m *Matrix) PrepareOn(p *Pool, a *Acts, X []float32, nTok int) {
 	if nTok < 0 || len(X) < nTok*m.Cols {
 		panic(fmt.Sprintf("kernels: PrepareOn: %d tokens of %d columns need %d values, have %d", nTok, m.Cols, nTok*m.Cols, len(X)))
 	}
+	a.grp = m.groupActs()
 	a.size(m.actKind(), nTok, m.Cols)
 	X = X[:nTok*m.Cols]
 	// Tokens of at least ~16k values per chunk, so that small batches stay on one thread (and
@@ -197,6 +208,9 @@ func (a *Acts) size(k actKind, nTok, cols int) {
 		}
 	case actQ8_K:
 		a.qs, a.d, a.bsums = growI8(a.qs, n), growF32(a.d, n/256), growI16(a.bsums, n/16)
+	case actG16, actG8:
+		a.groupSize()
+		return
 	}
 	if current.wantsIL != nil && current.wantsIL(k) {
 		ilSize(a)
@@ -229,6 +243,9 @@ func (a *Acts) convert(X []float32, t0, t1 int) {
 			a.f[t0*cols+i] = roundBF16(v)
 		}
 		return
+	case actG16, actG8:
+		a.groupConvert(X, t0, t1)
+		return
 	}
 	if current.quantActs != nil && current.quantActs(a, X, t0, t1) {
 		return
@@ -255,13 +272,23 @@ func (a *Acts) convert(X []float32, t0, t1 int) {
 // [r0,r1) are left alone, so workers may fill disjoint row ranges of one Y concurrently.
 func (m *Matrix) MulActs(Y []float32, a *Acts, r0, r1 int) {
 	m.valid()
-	if a.kind != m.actKind() || a.cols != m.Cols || a.impl != current {
+	if a.kind != m.actKind() || a.cols != m.Cols || a.impl != current || a.grp != m.groupActs() {
 		panic(fmt.Sprintf("kernels: MulActs: activations prepared for another matrix kind (%v %v, %d columns)", m.Type, m.mode(), m.Cols))
 	}
 	if r0 < 0 || r1 > m.Rows || r0 > r1 || len(Y) < (a.nTok-1)*m.Rows+r1 {
 		panic(fmt.Sprintf("kernels: MulActs: rows [%d,%d) of %d, %d tokens, len(Y) %d", r0, r1, m.Rows, a.nTok, len(Y)))
 	}
 	if r0 == r1 || a.nTok == 0 {
+		return
+	}
+	if m.grp != nil {
+		if current.groupMul != nil && current.groupMul(m, Y, a, r0, r1) {
+			return
+		}
+		if a.glay != glNatural {
+			panic("kernels: MulActs: no kernel for the activation layout prepared") // an implementation's bug
+		}
+		groupMulGeneric(m, Y, a, r0, r1)
 		return
 	}
 	if current.mul != nil && current.mul(m, m.packedFor(current), Y, a, r0, r1) {

@@ -51,13 +51,17 @@ var typeInfos = map[WType]typeInfo{
 	IQ4_XS: {"IQ4_XS", 256, 136},
 }
 
-// Supported reports whether the kernels handle weight encoding t.
+// Supported reports whether the kernels handle ggml weight encoding t (NewMatrix takes it). The
+// gqf formats' types (GroupFormat.Type) are not ggml encodings: NewGroupMatrix makes them.
 func (t WType) Supported() bool { _, ok := typeInfos[t]; return ok }
 
 // String returns ggml's name of the type ("Q4_K"), or "type(N)" for an unsupported one.
 func (t WType) String() string {
 	if ti, ok := typeInfos[t]; ok {
 		return ti.name
+	}
+	if f, ok := t.Group(); ok {
+		return f.String()
 	}
 	return fmt.Sprintf("type(%d)", uint32(t))
 }
@@ -72,6 +76,9 @@ func (t WType) TypeSize() int { return typeInfos[t].size }
 // unsupported or cols is not a positive multiple of its block size.
 func (t WType) RowBytes(cols int) (int, error) {
 	ti, ok := typeInfos[t]
+	if _, grp := t.Group(); grp {
+		return 0, fmt.Errorf("%v matrices are made by NewGroupMatrix", t)
+	}
 	if !ok {
 		return 0, fmt.Errorf("unsupported weight type %v", t)
 	}
