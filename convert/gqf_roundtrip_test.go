@@ -19,8 +19,8 @@ import (
 // TestGQFRoundTrip converts stories260k to a w8a16 gqf file, inspects it and runs it, and
 // checks that its logits equal those of the same scheme applied in memory: a copy of the HF
 // checkpoint whose matrices hold the int8 symmetric per-channel weights decoded to float32
-// (quantize.QuantizeGroups), run with every named activation quantized to its 16-bit encoding
-// (written out below, not gqf.QDQ).
+// (quantize.QuantizeGroups), run with every point of the graph quantized to its 16-bit
+// encoding by a hook (written out below, not gqf.QDQ).
 func TestGQFRoundTrip(t *testing.T) {
 	dir := filepath.Join("..", "testdata", "models", "stories260k")
 	corpus := filepath.Join("..", "testdata", "corpora", "tinystories-calib.txt")
@@ -66,7 +66,7 @@ func TestGQFRoundTrip(t *testing.T) {
 
 	memDir := int8Copy(t, dir)
 	matched := map[string]bool{}
-	hooks := &runtime.Hooks{Activation: func(name string, x []float32, n, dim int) {
+	hooks := &runtime.Hooks{Modifies: func(name string) bool { return encs[name] != nil }, Activation: func(name string, x []float32, n, dim int) {
 		e, ok := encs[name]
 		if !ok {
 			return

@@ -3,7 +3,11 @@ package runtime
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 	"unsafe"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/gqf"
@@ -13,27 +17,88 @@ import (
 
 // loadGQF loads a gqf file. Float tensors (F32, F16, BF16) are used from the mapping;
 // quantized ones (int8 per-channel, int4 LPBQ, ...) are decoded to float32 at load with the
-// file's own decoding rules. When the graph's activations have encodings (w8a16, w4a16,
-// w4a8), every activation the runtime names (see ActivationNames) that has one is quantized
-// and dequantized in place as it is produced — the W8A16 simulation — before any hook of
-// opts sees it. When the manifest quantizes linear layer inputs at run time (w4a8: int8 per
-// token), the inputs of every linear layer are then quantized and dequantized per token.
+// file's own decoding rules. Every activation encoding of the file's graph is placed on a
+// point of the model's graph (placeEncodings) and applied as the point is produced — the
+// simulation of the NPU's static activation quantization — before any hook of opts sees it.
+// When the manifest quantizes linear layer inputs at run time (w4a8: int8 per token), the
+// inputs of every linear layer are quantized that way.
 func loadGQF(path string, opts Options) (*Model, error) {
-	src, encs, dyn, bpw, err := openGQF(path)
+	src, encs, bpw, err := openGQF(path)
 	if err != nil {
 		return nil, err
 	}
-	if len(encs) > 0 || dyn != nil {
-		opts.Hooks = simulateActivations(encs, dyn, linearInputNames(src.spec), opts.Hooks)
+	quant, placed, err := placeEncodings(src.spec, encs)
+	if err != nil {
+		src.close()
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	m, err := build(src, opts)
+	m, err := build(src, opts, quant)
 	if err != nil {
 		src.close()
 		return nil, err
 	}
-	// The weights are decoded to float32 in memory; report what the file stores.
 	m.bpwAll, m.bpwLinear = bpw[0], bpw[1]
+	m.encPlaced, m.encTotal = placed, len(encs)
 	return m, nil
+}
+
+// placeEncodings maps a gqf graph's activation encodings (by activation name) to the points
+// of the model's graph: an activation is a point, or a data-movement tensor of one
+// (arch.Lowered.Point), and all the activations of a point must carry the same encoding.
+// It refuses, naming them, encodings it cannot place. placed counts the activations placed.
+func placeEncodings(spec *arch.Spec, encs map[string]*gqf.Encoding) (map[string]*qdq, int, error) {
+	if len(encs) == 0 {
+		return nil, 0, nil
+	}
+	low, err := arch.ModelGraph(spec).Lower(1)
+	if err != nil {
+		return nil, 0, err
+	}
+	quant := map[string]*qdq{}
+	from := map[string]string{}
+	var unknown, conflict []string
+	names := make([]string, 0, len(encs))
+	for name := range encs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	placed := 0
+	for _, name := range names {
+		e := encs[name]
+		pt, ok := low.Point[name]
+		if !ok {
+			unknown = append(unknown, name)
+			continue
+		}
+		if q := quant[pt]; q != nil {
+			if !proto.Equal(q.e, e) {
+				conflict = append(conflict, fmt.Sprintf("%s and %s", from[pt], name))
+			}
+			placed++
+			continue
+		}
+		quant[pt], from[pt] = &qdq{e: e}, name
+		placed++
+	}
+	var probs []string
+	if len(unknown) > 0 {
+		probs = append(probs, fmt.Sprintf("graph: %d activation encodings name no tensor of the %s graph: %s", len(unknown), spec.Family, strings.Join(firstN(unknown, 5), ", ")))
+	}
+	if len(conflict) > 0 {
+		probs = append(probs, fmt.Sprintf("graph: %d data-movement tensors carry another encoding than the tensor they move (the runtime cannot requantize them): %s", len(conflict), strings.Join(firstN(conflict, 5), "; ")))
+	}
+	if len(probs) > 0 {
+		return nil, 0, fmt.Errorf("%s", strings.Join(probs, "; "))
+	}
+	return quant, placed, nil
+}
+
+// firstN keeps the first n strings of s and counts the rest.
+func firstN(s []string, n int) []string {
+	if len(s) <= n {
+		return s
+	}
+	return append(append([]string(nil), s[:n]...), fmt.Sprintf("and %d more", len(s)-n))
 }
 
 // storedBPW is the storage cost of a gqf file's weights (codes, scales, zero points and block
@@ -64,13 +129,12 @@ func storedBPW(man *gqf.Manifest) (all, linear float64) {
 	return all, linear
 }
 
-// openGQF opens a gqf file as a source and returns its activation encodings by name, its
-// run-time encoding of linear inputs (nil when none) and its stored bits per weight (all,
-// linear).
-func openGQF(path string) (*source, map[string]*gqf.Encoding, *gqf.Encoding, [2]float64, error) {
+// openGQF opens a gqf file as a source (with its run-time encoding of linear inputs, if any)
+// and returns its activation encodings by name and its stored bits per weight (all, linear).
+func openGQF(path string) (*source, map[string]*gqf.Encoding, [2]float64, error) {
 	f, err := gqf.Open(path)
 	if err != nil {
-		return nil, nil, nil, [2]float64{}, err
+		return nil, nil, [2]float64{}, err
 	}
 	ok := false
 	defer func() {
@@ -81,19 +145,19 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, *gqf.Encoding, [2]
 	man := f.Manifest
 	fam, err := arch.ForHF(man.Config.GetHfArchitecture())
 	if err != nil {
-		return nil, nil, nil, [2]float64{}, fmt.Errorf("%s: config: %w", path, err)
+		return nil, nil, [2]float64{}, fmt.Errorf("%s: config: %w", path, err)
 	}
 	var cfg map[string]any
 	if err := json.Unmarshal(man.Config.GetConfigJson(), &cfg); err != nil {
-		return nil, nil, nil, [2]float64{}, fmt.Errorf("%s: config: %v", path, err)
+		return nil, nil, [2]float64{}, fmt.Errorf("%s: config: %v", path, err)
 	}
 	spec, err := fam.SpecFromHF(cfg)
 	if err != nil {
-		return nil, nil, nil, [2]float64{}, fmt.Errorf("%s: config: %w", path, err)
+		return nil, nil, [2]float64{}, fmt.Errorf("%s: config: %w", path, err)
 	}
 	tok, err := tokenizer.FromGGUF(man.Tokenizer.Getter())
 	if err != nil {
-		return nil, nil, nil, [2]float64{}, fmt.Errorf("%s: tokenizer: %w", path, err)
+		return nil, nil, [2]float64{}, fmt.Errorf("%s: tokenizer: %w", path, err)
 	}
 	encs := map[string]*gqf.Encoding{}
 	if g := man.Graph; g != nil {
@@ -117,9 +181,10 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, *gqf.Encoding, [2]
 			return rt, true, nil
 		},
 	}
+	src.dyn = man.LinearInputs
 	ok = true
 	all, linear := storedBPW(man)
-	return src, encs, man.LinearInputs, [2]float64{all, linear}, nil
+	return src, encs, [2]float64{all, linear}, nil
 }
 
 // gqfRaw turns a gqf tensor into the runtime's stored-tensor view: float data as they are,
@@ -153,39 +218,4 @@ func gqfRaw(f *gqf.File, t *gqf.Tensor) (rawTensor, error) {
 		rt.data = unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*len(vals))
 	}
 	return rt, nil
-}
-
-// linearInputNames are the activations (ActivationNames) that are the inputs of linear
-// layers: attn_norm (q, k, v), kqv_out (attn_output), ffn_norm (gate, up), ffn_act (down)
-// and output_norm (output).
-func linearInputNames(spec *arch.Spec) map[string]bool {
-	names := map[string]bool{"output_norm": true}
-	for l := 0; l < spec.Layers; l++ {
-		for _, s := range []string{"attn_norm", "kqv_out", "ffn_norm", "ffn_act"} {
-			names[fmt.Sprintf("blk.%d.%s", l, s)] = true
-		}
-	}
-	return names
-}
-
-// simulateActivations returns hooks that quantize and dequantize each named activation with
-// its static encoding, then, with a dynamic encoding dyn, each linear input (named in
-// linear) per token, then call the user's hooks.
-func simulateActivations(encs map[string]*gqf.Encoding, dyn *gqf.Encoding, linear map[string]bool, user *Hooks) *Hooks {
-	h := &Hooks{}
-	if user != nil {
-		h.LinearInput = user.LinearInput
-	}
-	h.Activation = func(name string, x []float32, n, dim int) {
-		if e, ok := encs[name]; ok {
-			gqf.QDQ(e, x)
-		}
-		if dyn != nil && linear[name] {
-			gqf.QDQRows(dyn, x, dim)
-		}
-		if user != nil && user.Activation != nil {
-			user.Activation(name, x, n, dim)
-		}
-	}
-	return h
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/tokenizer"
 	"github.com/gquant/gquant/runtime/arch"
 	"github.com/gquant/gquant/runtime/kernels"
@@ -22,33 +23,33 @@ type Model struct {
 	hooks *Hooks
 	pool  *kernels.Pool
 	rope  *rope
+	graph *arch.Graph
+	plan  *plan
 
-	embd       *embedding
-	output     *kernels.Matrix
-	outputNorm []float32
-	layers     []layer
+	embd *embedding
+	// mats and vecs are the weight matrices and the vectors (norms, biases), by GGUF name;
+	// a tied output is mats["token_embd.weight"].
+	mats map[string]*kernels.Matrix
+	vecs map[string][]float32
+
+	// dyn is a gqf file's run-time encoding of linear inputs (w4a8), nil for none;
+	// dynInKernel marks the matrices whose kernels quantize their input that way themselves.
+	dyn         *gqf.Encoding
+	dynInKernel map[*kernels.Matrix]bool
 
 	bpwAll, bpwLinear float64
 	weightBytes       int64
+	// encPlaced and encTotal count a gqf file's activation encodings placed on the graph's
+	// points, and all of them.
+	encPlaced, encTotal int
 
 	mu     sync.Mutex // serialises Eval: the pool runs one job at a time
 	close  func() error
 	closed bool
 }
 
-// layer holds one transformer block's weights.
-type layer struct {
-	attnNorm, ffnNorm   []float32
-	q, k, v, o          *kernels.Matrix
-	gate, up, down      *kernels.Matrix
-	qBias, kBias, vBias []float32 // Qwen2
-	qNorm, kNorm        []float32 // Qwen3
-	nq, nk, nv, no      string    // GGUF weight names, for LinearInput
-	ngate, nup, ndown   string
-}
-
 // Load opens a model: a directory is a HuggingFace folder (config.json, tokenizer.json,
-// *.safetensors), a file a GGUF model (the first part of a split one).
+// *.safetensors), a file a GGUF model (the first part of a split one) or a gqf file.
 func Load(path string, opts Options) (*Model, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -68,7 +69,7 @@ func Load(path string, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := build(src, opts)
+	m, err := build(src, opts, nil)
 	if err != nil {
 		src.close()
 		return nil, err
@@ -76,15 +77,16 @@ func Load(path string, opts Options) (*Model, error) {
 	return m, nil
 }
 
-// build turns a source into a model, checking every tensor's presence and shape; all problems
-// are reported together.
-func build(src *source, opts Options) (*Model, error) {
+// build turns a source into a model, checking every tensor's presence and shape (all
+// problems are reported together), then compiles the graph; quant holds a gqf file's
+// activation encodings by point (nil for none).
+func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 	s := src.spec
 	if s.RopeScaling != nil && s.RopeScaling.Type == "yarn" {
 		return nil, fmt.Errorf("%s: rope_scaling: yarn is not supported by the runtime", src.file)
 	}
-	m := &Model{spec: s, tok: src.tok, path: src.file, hooks: opts.Hooks, close: src.close}
-	m.layers = make([]layer, s.Layers)
+	m := &Model{spec: s, tok: src.tok, path: src.file, hooks: opts.Hooks, close: src.close,
+		mats: map[string]*kernels.Matrix{}, vecs: map[string][]float32{}, dyn: src.dyn, dynInKernel: map[*kernels.Matrix]bool{}}
 	var probs []string
 	var totalBits, totalN, linBits, linN float64
 	var embdRaw rawTensor
@@ -123,7 +125,7 @@ func build(src *source, opts Options) (*Model, error) {
 			continue
 		}
 		account(rt, t.Ref.Role.IsLinear())
-		if err := m.place(t.Ref, rt, opts.Mode); err != nil {
+		if err := m.place(t.Ref, rt, opts.Mode, src); err != nil {
 			probs = append(probs, err.Error())
 		}
 		if t.Ref.Role == arch.TokenEmbd {
@@ -131,23 +133,32 @@ func build(src *source, opts Options) (*Model, error) {
 		}
 	}
 	if len(probs) == 0 && s.Tied {
-		out, err := newLinear(embdRaw, opts.Mode)
-		if err != nil {
+		if err := m.placeMatrix(string(arch.TokenEmbd), embdRaw, opts.Mode, src); err != nil {
 			probs = append(probs, err.Error())
 		}
-		m.output = out
 	}
 	if len(probs) > 0 {
 		return nil, fmt.Errorf("%s: %s", src.file, strings.Join(probs, "; "))
 	}
 	m.bpwAll, m.bpwLinear = totalBits/totalN, linBits/max(linN, 1)
-	m.weightBytes = m.streamedBytes()
 
 	factors := src.ropeFactors
 	if factors == nil {
 		factors = arch.RopeFreqFactors(s)
 	}
 	m.rope = newRope(s, src.family.RopeLayout(src.format), factors)
+	m.graph = arch.ModelGraph(s)
+	observed := opts.Hooks != nil && opts.Hooks.Activation != nil
+	var modifies func(string) bool
+	if observed {
+		modifies = opts.Hooks.Modifies
+	}
+	p, err := m.compile(m.graph, observed, modifies, quant)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src.file, err)
+	}
+	m.plan = p
+	m.weightBytes = m.streamedBytes()
 
 	threads := opts.Threads
 	if threads <= 0 {
@@ -155,6 +166,9 @@ func build(src *source, opts Options) (*Model, error) {
 	}
 	m.pool = kernels.NewPool(threads)
 	m.pack()
+	if src.packed != nil {
+		src.packed()
+	}
 	return m, nil
 }
 
@@ -172,71 +186,59 @@ func sameShape(a, b []int) bool {
 }
 
 // place stores one checked tensor in the model.
-func (m *Model) place(ref arch.TensorRef, rt rawTensor, mode kernels.ActMode) error {
+func (m *Model) place(ref arch.TensorRef, rt rawTensor, mode kernels.ActMode, src *source) error {
 	var err error
-	switch ref.Role {
-	case arch.TokenEmbd:
+	name := ref.GGUFName()
+	switch {
+	case ref.Role == arch.TokenEmbd:
 		m.embd, err = newEmbedding(rt)
 		return err
-	case arch.Output:
-		m.output, err = newLinear(rt, mode)
-		return err
-	case arch.OutputNorm:
-		m.outputNorm, err = decodeVector(rt)
-		return err
+	case ref.Role == arch.Output || ref.Role.IsLinear():
+		return m.placeMatrix(name, rt, mode, src)
 	}
-	if ref.Layer < 0 || ref.Layer >= len(m.layers) {
-		return fmt.Errorf("%s: unexpected tensor", rt.name)
-	}
-	L := &m.layers[ref.Layer]
-	mat := func(dst **kernels.Matrix, name *string) {
-		*dst, err = newLinear(rt, mode)
-		*name = rt.name
-	}
-	vec := func(dst *[]float32) { *dst, err = decodeVector(rt) }
 	switch ref.Role {
-	case arch.AttnNorm:
-		vec(&L.attnNorm)
-	case arch.FFNNorm:
-		vec(&L.ffnNorm)
-	case arch.AttnQ:
-		mat(&L.q, &L.nq)
-	case arch.AttnK:
-		mat(&L.k, &L.nk)
-	case arch.AttnV:
-		mat(&L.v, &L.nv)
-	case arch.AttnOut:
-		mat(&L.o, &L.no)
-	case arch.FFNGate:
-		mat(&L.gate, &L.ngate)
-	case arch.FFNUp:
-		mat(&L.up, &L.nup)
-	case arch.FFNDown:
-		mat(&L.down, &L.ndown)
-	case arch.AttnQBias:
-		vec(&L.qBias)
-	case arch.AttnKBias:
-		vec(&L.kBias)
-	case arch.AttnVBias:
-		vec(&L.vBias)
-	case arch.AttnQNorm:
-		vec(&L.qNorm)
-	case arch.AttnKNorm:
-		vec(&L.kNorm)
-	default:
-		return fmt.Errorf("%s: unexpected tensor", rt.name)
+	case arch.OutputNorm, arch.AttnNorm, arch.FFNNorm, arch.AttnQBias, arch.AttnKBias, arch.AttnVBias, arch.AttnQNorm, arch.AttnKNorm:
+		m.vecs[name], err = decodeVector(rt)
+		return err
 	}
-	return err
+	return fmt.Errorf("%s: unexpected tensor", rt.name)
 }
 
-// matrices lists every weight matrix of the model (the output once).
+// placeMatrix stores a weight matrix: the source's own matrix when it makes one (gqf's packed
+// integer groups), else a kernels matrix over the stored bytes.
+func (m *Model) placeMatrix(name string, rt rawTensor, mode kernels.ActMode, src *source) error {
+	if src.matrix != nil {
+		w, inKernel, err := src.matrix(name, rt, mode)
+		if err != nil {
+			return err
+		}
+		if w != nil {
+			m.mats[name] = w
+			if inKernel {
+				m.dynInKernel[w] = true
+			}
+			return nil
+		}
+	}
+	w, err := newLinear(rt, mode)
+	if err != nil {
+		return err
+	}
+	m.mats[name] = w
+	return nil
+}
+
+// matrices lists every weight matrix of the model, in graph order, each once.
 func (m *Model) matrices() []*kernels.Matrix {
 	var ms []*kernels.Matrix
-	for i := range m.layers {
-		L := &m.layers[i]
-		ms = append(ms, L.q, L.k, L.v, L.o, L.gate, L.up, L.down)
+	seen := map[*kernels.Matrix]bool{}
+	for _, n := range m.graph.Nodes {
+		if w := m.mats[n.Weight]; n.Op == arch.OpLinear && w != nil && !seen[w] {
+			seen[w] = true
+			ms = append(ms, w)
+		}
 	}
-	return append(ms, m.output)
+	return ms
 }
 
 // streamedBytes is the weight bytes one decoded token reads: every matrix, every vector, one
@@ -246,14 +248,9 @@ func (m *Model) streamedBytes() int64 {
 	for _, w := range m.matrices() {
 		n += int64(len(w.Data))
 	}
-	vec := func(v []float32) { n += 4 * int64(len(v)) }
-	for i := range m.layers {
-		L := &m.layers[i]
-		for _, v := range [][]float32{L.attnNorm, L.ffnNorm, L.qBias, L.kBias, L.vBias, L.qNorm, L.kNorm} {
-			vec(v)
-		}
+	for _, v := range m.vecs {
+		n += 4 * int64(len(v))
 	}
-	vec(m.outputNorm)
 	return n + int64(m.embd.rowBytes)
 }
 
@@ -275,7 +272,15 @@ func (m *Model) Spec() *arch.Spec { return m.spec }
 func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
 
 // Vocab returns the number of logits per position.
-func (m *Model) Vocab() int { return m.output.Rows }
+func (m *Model) Vocab() int { return m.plan.output.n.Dim }
+
+// Encodings returns how many activation encodings of a gqf file the model applies (every one
+// the file carries: Load refuses a file with encodings it cannot place) and how many the file
+// has; 0, 0 for other models.
+func (m *Model) Encodings() (placed, total int) { return m.encPlaced, m.encTotal }
+
+// Graph returns the model's graph (do not modify).
+func (m *Model) Graph() *arch.Graph { return m.graph }
 
 // Path returns the path the model was loaded from.
 func (m *Model) Path() string { return m.path }

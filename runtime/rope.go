@@ -13,33 +13,18 @@ type rope struct {
 	invFreq []float32 // per pair, frequency factors and linear scaling folded in
 }
 
-// newRope computes the pair frequencies as transformers does in float32:
-// inv_freq[i] = 1 / theta^(2i/d), divided by the llama3 frequency factor of the pair (when
-// factors is not nil) and by the linear scaling factor (positions / factor).
+// newRope takes the pair frequencies from arch.RopeInvFreq (transformers' float32 inv_freq
+// with llama3 factors and linear scaling folded in).
 func newRope(s *arch.Spec, layout arch.RopeLayout, factors []float32) *rope {
-	r := &rope{layout: layout, half: s.HeadDim / 2, invFreq: make([]float32, s.HeadDim/2)}
-	d := float32(s.HeadDim)
-	for i := range r.invFreq {
-		exp := float32(2*i) / d
-		f := float32(1 / math.Pow(s.RopeTheta, float64(exp)))
-		if factors != nil {
-			f /= factors[i]
-		}
-		if sc := s.RopeScaling; sc != nil && sc.Type == "linear" && sc.Factor > 0 {
-			f = float32(float64(f) / sc.Factor)
-		}
-		r.invFreq[i] = f
-	}
-	return r
+	return &rope{layout: layout, half: s.HeadDim / 2, invFreq: arch.RopeInvFreq(s, factors)}
 }
 
 // tables fills cos and sin (n×half each) for positions pos0 … pos0+n−1.
 func (r *rope) tables(cos, sin []float32, pos0, n int) {
 	for t := 0; t < n; t++ {
-		p := float32(pos0 + t)
 		c, s := cos[t*r.half:(t+1)*r.half], sin[t*r.half:(t+1)*r.half]
 		for i, f := range r.invFreq {
-			a := float64(p * f) // the angle rounded to float32, as transformers computes it
+			a := arch.RopeAngle(pos0+t, f)
 			c[i] = float32(math.Cos(a))
 			s[i] = float32(math.Sin(a))
 		}

@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/tokenizer"
 	"github.com/gquant/gquant/runtime/arch"
+	"github.com/gquant/gquant/runtime/kernels"
 )
 
 // rawTensor is one stored tensor: its ggml type, its shape in HF order ([out, in] for
@@ -29,4 +31,14 @@ type source struct {
 	ropeFactors []float32
 	// close releases the mapped files.
 	close func() error
+
+	// matrix, when set, makes the matrix of a weight itself (gqf's integer groups, for the
+	// packed kernels); it returns nil for a weight it leaves to newLinear, and whether the
+	// matrix's kernels quantize their input per token as dyn says.
+	matrix func(name string, rt rawTensor, mode kernels.ActMode) (w *kernels.Matrix, dynInKernel bool, err error)
+	// packed, when set, is called once every matrix is packed (gqf: releases the mapping's
+	// pages of the weights the kernels copied).
+	packed func()
+	// dyn is the run-time encoding of linear inputs (a w4a8 gqf file), nil for none.
+	dyn *gqf.Encoding
 }

@@ -12,19 +12,25 @@ type State struct {
 	// position-major: [pos][kv_heads·head_dim].
 	k, v [][]float32
 
-	// working buffers, grown on demand
-	x, xn, q, kk, vv, ctx, proj []float32
-	gate, up, act               []float32
-	cos, sin                    []float32
-	scores                      [][]float32 // one per worker
-	acts                        kernels.Acts
+	// bufs are the plan's slots (plan.go), grown on demand; logits is the output of the
+	// current evaluation, rows [first, n) of it.
+	bufs     [][]float32
+	logits   []float32
+	first, n int
+	cos, sin []float32
+	scores   [][]float32 // attention: one per worker
+	side     []float32   // observe.go: points computed for the hooks, and primitive forms
+	side2    []float32
+	acts     kernels.Acts
+	dynX     []float32 // linear: a copy of the input quantized per token (w4a8 simulation)
 
 	lin    linJob              // the current product of linear
 	linRun func(w, lo, hi int) // lin.run, made once
 	att    attnJob             // the current attention
 	attRun func(w, lo, hi int) // att.run, made once
-	tok    tokJob              // the current per-token step
-	tokRun func(w, lo, hi int) // tok.run, made once
+	rj     rowJob              // the current row step
+	rjRun  func(w, lo, hi int) // runOffset, made once
+	rowOff int
 }
 
 // NewState returns an empty state for sequences of at most maxTokens tokens (0 or less: the
@@ -37,9 +43,10 @@ func (m *Model) NewState(maxTokens int) *State {
 	st.k = make([][]float32, m.spec.Layers)
 	st.v = make([][]float32, m.spec.Layers)
 	st.scores = make([][]float32, m.pool.Workers())
+	st.bufs = make([][]float32, len(m.plan.slots))
 	st.linRun = st.lin.run
 	st.attRun = st.att.run
-	st.tokRun = st.tok.run
+	st.rjRun = st.runOffset
 	return st
 }
 
@@ -65,6 +72,35 @@ func grow(s []float32, n int) []float32 {
 		return make([]float32, n)
 	}
 	return s[:n]
+}
+
+// size makes every slot hold n rows.
+func (st *State) size(n int) {
+	for i, s := range st.m.plan.slots {
+		st.bufs[i] = grow(st.bufs[i], n*s.width)
+	}
+}
+
+// rows returns rows [t0, t1) of a value.
+func (st *State) rows(v value, t0, t1 int) []float32 {
+	if v.slot < 0 {
+		return st.logits[(t0-st.first)*v.dim : (t1-st.first)*v.dim]
+	}
+	return st.bufs[v.slot][t0*v.dim : t1*v.dim]
+}
+
+// row returns row t of a value.
+func (st *State) row(v value, t int) []float32 { return st.rows(v, t, t+1) }
+
+// ropeCos and ropeSin return the rotation tables of new token t.
+func (st *State) ropeCos(t int) []float32 {
+	h := st.m.rope.half
+	return st.cos[t*h : (t+1)*h]
+}
+
+func (st *State) ropeSin(t int) []float32 {
+	h := st.m.rope.half
+	return st.sin[t*h : (t+1)*h]
 }
 
 // growCache makes the layer caches hold positions up to end (exclusive), keeping their contents

@@ -310,12 +310,14 @@ func CheckDynamic(e *Encoding) error {
 	return nil
 }
 
-// knownOps lists the node types the graph may use (QNN op names).
-var knownOps = map[string]bool{
-	"FullyConnected": true, "MatMul": true, "RmsNorm": true, "ElementWiseMultiply": true,
-	"ElementWiseAdd": true, "Softmax": true, "Gather": true, "Reshape": true, "Transpose": true,
-	"Concat": true, "Sigmoid": true,
-}
+// knownOps is the vocabulary (Ops) as a set.
+var knownOps = func() map[string]bool {
+	m := map[string]bool{}
+	for _, op := range Ops {
+		m[op] = true
+	}
+	return m
+}()
 
 // validate checks that every node is of a known op, reads defined tensors and that every
 // node output has one activation entry with a valid encoding.

@@ -1,0 +1,202 @@
+package runtime
+
+import (
+	"math"
+
+	"github.com/gquant/gquant/runtime/arch"
+	"github.com/gquant/gquant/runtime/kernels"
+)
+
+// Node steps: one node whose points are observed (Hooks.Activation) or quantized (a gqf
+// file's encodings). Each point is quantized-dequantized with its encoding, if any, then
+// handed to the hook, in the order of Node.Points.
+//
+// Where a point before the node's value carries an encoding (en.internal), the node runs in
+// its primitive form, the arithmetic of the lowered graph (arch.Lower), so that each encoded
+// tensor exists and its rounding flows on: rope as x·cos + rotate_half(x)·sin±, attention
+// with the scores over every position of the KV cache, the new tokens' later positions
+// included under arch.MaskValue, and swiglu as gate·sigmoid(gate)·up. Otherwise those
+// points are computed on the side, for the hook only, and the value as on the fast path:
+// observing hooks change no result. rope's primitive form gives the fast path's bits, so it
+// is used in both cases.
+
+// point quantizes point k of en (x: nTok rows) with its encoding and hands it to the hook.
+func (m *Model) point(en *execNode, k int, x []float32, nTok int) {
+	if q := en.quant[k]; q != nil {
+		q.apply(x)
+	}
+	if en.observe && nTok > 0 {
+		m.hooks.Activation(en.points[k], x, nTok, len(x)/nTok)
+	}
+}
+
+// runNode runs one node over tokens [t0, t1).
+func (m *Model) runNode(st *State, en *execNode, tokens []int, t0, t1 int) {
+	n := en.n
+	nt := t1 - t0
+	y := st.rows(en.out, t0, t1)
+	last := len(en.points) - 1
+	switch n.Op {
+	case arch.OpEmbed:
+		for t := t0; t < t1; t++ {
+			m.embd.row(st.row(en.out, t), tokens[t])
+		}
+	case arch.OpRMSNorm:
+		x := st.rows(en.in[0], t0, t1)
+		dim, rows := n.Dim, nt
+		if n.Heads > 0 {
+			dim, rows = n.Dim/n.Heads, nt*n.Heads
+		}
+		rmsNorm(y, x, en.vec, rows, dim, m.spec.RMSEps)
+	case arch.OpLinear:
+		m.linear(st, st.rows(en.in[0], t0, t1), nt, out{y, en.w, en.inputName()})
+		if en.bias != nil {
+			m.point(en, 0, y, nt)
+			addBias(y, en.bias, nt)
+		}
+	case arch.OpRope:
+		m.ropeNode(st, en, y, t0, t1)
+	case arch.OpAttention:
+		m.attentionNode(st, en, t1)
+	case arch.OpAdd:
+		if a := st.rows(en.in[0], t0, t1); &a[0] != &y[0] {
+			copy(y, a)
+		}
+		kernels.Add(y, st.rows(en.in[1], t0, t1))
+	case arch.OpSwiGLU:
+		m.swigluNode(st, en, y, t0, t1)
+	}
+	m.point(en, last, y, nt)
+}
+
+// ropeNode is rope in its primitive form: c = x·cos and s = rotate_half(x)·sin± (points 0
+// and 1), then x = c + s (the fast path's rope.apply, term by term).
+func (m *Model) ropeNode(st *State, en *execNode, y []float32, t0, t1 int) {
+	x := st.rows(en.in[0], t0, t1)
+	dim, heads := en.n.Dim, en.n.Heads
+	nt := t1 - t0
+	st.side = grow(st.side, nt*dim)
+	st.side2 = grow(st.side2, nt*dim)
+	c, s := st.side, st.side2
+	h2 := m.rope.half
+	hd := 2 * h2
+	inter := m.rope.layout == arch.RopeInterleaved
+	for t := 0; t < nt; t++ {
+		cos, sin := st.ropeCos(t0+t), st.ropeSin(t0+t)
+		for h := 0; h < heads; h++ {
+			o := t*dim + h*hd
+			v, cv, sv := x[o:o+hd], c[o:o+hd], s[o:o+hd]
+			for i := 0; i < h2; i++ {
+				if inter {
+					a, b := v[2*i], v[2*i+1]
+					cv[2*i], cv[2*i+1] = float32(a*cos[i]), float32(b*cos[i])
+					sv[2*i], sv[2*i+1] = float32(b*-sin[i]), float32(a*sin[i])
+					continue
+				}
+				a, b := v[i], v[i+h2]
+				cv[i], cv[i+h2] = float32(a*cos[i]), float32(b*cos[i])
+				sv[i], sv[i+h2] = float32(b*-sin[i]), float32(a*sin[i])
+			}
+		}
+	}
+	m.point(en, 0, c, nt)
+	m.point(en, 1, s, nt)
+	for i := range y {
+		y[i] = c[i] + s[i]
+	}
+}
+
+// swigluNode computes sigmoid(gate) and gate·sigmoid(gate) (points 0 and 1) and the value:
+// from them in the primitive form, with kernels.SiLUMul otherwise.
+func (m *Model) swigluNode(st *State, en *execNode, y []float32, t0, t1 int) {
+	g, u := st.rows(en.in[0], t0, t1), st.rows(en.in[1], t0, t1)
+	nt := t1 - t0
+	st.side = grow(st.side, len(g))
+	sig := st.side
+	for i, v := range g {
+		sig[i] = float32(1 / (1 + math.Exp(-float64(v))))
+	}
+	m.point(en, 0, sig, nt)
+	for i, v := range g {
+		sig[i] = float32(v * sig[i]) // silu, in place
+	}
+	m.point(en, 1, sig, nt)
+	if en.internal {
+		for i := range y {
+			y[i] = float32(sig[i] * u[i])
+		}
+		return
+	}
+	kernels.SiLUMul(y, g, u)
+}
+
+// maxScoreValues bounds the attention scores materialised at once for the points (the new
+// tokens are taken in chunks).
+const maxScoreValues = 1 << 22
+
+// attentionNode stores the keys and values, computes the scores' points over every position of
+// the cache (chunks of new tokens: each point may reach the hook in several calls of
+// consecutive tokens, one row per token holding every query head's scores) and the value:
+// from the scores in the primitive form, by the fast attention otherwise.
+func (m *Model) attentionNode(st *State, en *execNode, n int) {
+	s := m.spec
+	hd, H := s.HeadDim, s.Heads
+	qDim, kvDim := H*hd, s.KVHeads*hd
+	group := H / s.KVHeads
+	st.storeKV(en, n)
+	P := st.pos + n
+	l := en.n.Layer
+	K, V := st.k[l], st.v[l]
+	q := st.rows(en.in[0], 0, n)
+	y := st.rows(en.out, 0, n)
+	scale := arch.AttentionScale(s)
+	chunk := max(1, min(n, maxScoreValues/(H*P)))
+	for c0 := 0; c0 < n; c0 += chunk {
+		c1 := min(n, c0+chunk)
+		nt := c1 - c0
+		st.side = grow(st.side, nt*H*P)
+		sc := st.side
+		rowOf := func(t, h int) []float32 { return sc[(t*H+h)*P : (t*H+h+1)*P] }
+		items := func(f func(t, h int)) {
+			m.pool.Run(nt*H, 1, func(_, lo, hi int) {
+				for it := lo; it < hi; it++ {
+					f(it/H, it%H)
+				}
+			})
+		}
+		items(func(t, h int) {
+			qh := q[(c0+t)*qDim+h*hd : (c0+t)*qDim+(h+1)*hd]
+			kernels.DotRows(rowOf(t, h), qh, K[(h/group)*hd:], kvDim, 1)
+		})
+		m.point(en, 0, sc, nt)
+		for i, v := range sc {
+			sc[i] = float32(v * scale)
+		}
+		m.point(en, 1, sc, nt)
+		for t := 0; t < nt; t++ {
+			own := st.pos + c0 + t
+			for h := 0; h < H; h++ {
+				r := rowOf(t, h)
+				for j := own + 1; j < P; j++ {
+					r[j] += arch.MaskValue
+				}
+			}
+		}
+		m.point(en, 2, sc, nt)
+		items(func(t, h int) { kernels.Softmax(rowOf(t, h)) })
+		m.point(en, 3, sc, nt)
+		if en.internal {
+			items(func(t, h int) {
+				kernels.AxpyRows(y[(c0+t)*qDim+h*hd:(c0+t)*qDim+(h+1)*hd], rowOf(t, h), V[(h/group)*hd:], kvDim)
+			})
+		}
+	}
+	if !en.internal {
+		total := P
+		for w := range st.scores {
+			st.scores[w] = grow(st.scores[w], total)
+		}
+		st.att = attnJob{st: st, en: en, n: n, scale: scale}
+		m.pool.Run(n*H, max(1, minAttnWork/max(1, total*hd*2)), st.attRun)
+	}
+}
