@@ -2,16 +2,18 @@ package calibrate
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gquant/gquant/formats/encodings"
+	"github.com/gquant/gquant/quantize"
 )
 
 // quantScheme names the range setting as AIMET's quant_scheme does.
-func quantScheme(m RangeMode) string {
+func quantScheme(m quantize.RangeMode) string {
 	switch m {
-	case RangeMinMax:
+	case quantize.RangeMinMax:
 		return "post_training_tf"
-	case RangePercentile:
+	case quantize.RangePercentile:
 		return "post_training_percentile"
 	}
 	return "post_training_tf_enhanced"
@@ -40,7 +42,7 @@ func CheckEncodings(f *encodings.File) error {
 		}
 	}
 	if len(probs) > 0 {
-		return fmt.Errorf("%s", joinProblems(probs))
+		return fmt.Errorf("%s", strings.Join(firstProblems(probs, 10), "; "))
 	}
 	return nil
 }
@@ -53,4 +55,12 @@ func WriteEncodings(path string, f *encodings.File, version string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return f.WriteFile(path, version, true)
+}
+
+// firstProblems keeps the first n problems and counts the rest.
+func firstProblems(ps []string, n int) []string {
+	if len(ps) <= n {
+		return ps
+	}
+	return append(append([]string(nil), ps[:n]...), fmt.Sprintf("and %d more problems", len(ps)-n))
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/imatrix"
+	"github.com/gquant/gquant/formats/stats"
+	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -48,7 +50,7 @@ func calib(t *testing.T, o Options) *Result {
 // compareSum2 returns the largest relative difference between our Σx² and those of a
 // llama-imatrix file, over every weight the file holds (and over the weights the attention
 // does not feed: blk.0's q, k and v), checking that the counts agree.
-func compareSum2(t *testing.T, s *Stats, file string) (all, preAttention float64) {
+func compareSum2(t *testing.T, s *stats.Stats, file string) (all, preAttention float64) {
 	t.Helper()
 	ref, err := imatrix.Read(file)
 	if err != nil {
@@ -252,7 +254,7 @@ func TestStreamedHessiansAndRoundTrip(t *testing.T) {
 	if r := calib(t, o); r.Passes != 1 {
 		t.Errorf("%d passes with room for every Hessian", r.Passes)
 	}
-	if err := WriteStats(filepath.Join(dir, "c.stats"), mem.Stats); err != nil {
+	if err := stats.Write(filepath.Join(dir, "c.stats"), mem.Stats); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(filepath.Join(dir, "a.stats"))
@@ -262,7 +264,7 @@ func TestStreamedHessiansAndRoundTrip(t *testing.T) {
 		}
 	}
 
-	got, err := ReadStats(filepath.Join(dir, "a.stats"))
+	got, err := stats.Read(filepath.Join(dir, "a.stats"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +305,7 @@ func TestStreamedHessiansAndRoundTrip(t *testing.T) {
 		}
 	}
 	spec := mem.Spec
-	if err := got.Validate(spec); err != nil {
+	if err := got.Validate(statsModel(t, spec)); err != nil {
 		t.Errorf("Validate: %v", err)
 	}
 }
@@ -317,7 +319,7 @@ func TestReadLlamaImatrix(t *testing.T) {
 	}
 	spec := calib(t, Options{Ctx: 32, Tokens: 32}).Spec
 	for _, f := range []string{llamaGGUF, llamaDat} {
-		s, err := ReadStats(f)
+		s, err := stats.Read(f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,10 +334,10 @@ func TestReadLlamaImatrix(t *testing.T) {
 				}
 			}
 		}
-		if err := s.Validate(spec); err != nil {
+		if err := s.Validate(statsModel(t, spec)); err != nil {
 			t.Errorf("%s: Validate: %v", f, err)
 		}
-		if _, err := s.ActivationEncodings(RangeOptions{}); err == nil || !strings.Contains(err.Error(), "no activation statistics") {
+		if _, err := quantize.ActivationEncodings(s, quantize.RangeOptions{}); err == nil || !strings.Contains(err.Error(), "no activation statistics") {
 			t.Errorf("%s: activation encodings from an imatrix: %v", f, err)
 		}
 	}
@@ -347,7 +349,7 @@ func TestValidateRejects(t *testing.T) {
 	res := calib(t, Options{Ctx: 64, Tokens: 64})
 	dir := t.TempDir()
 	path := filepath.Join(dir, "s.stats")
-	if err := WriteStats(path, res.Stats); err != nil {
+	if err := stats.Write(path, res.Stats); err != nil {
 		t.Fatal(err)
 	}
 	spec := res.Spec
@@ -356,15 +358,15 @@ func TestValidateRejects(t *testing.T) {
 	otherWide := *spec
 	otherWide.Intermediate = 256
 
-	load := func() *Stats {
-		s, err := ReadStats(path)
+	load := func() *stats.Stats {
+		s, err := stats.Read(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	llama := func() *Stats {
-		s, err := ReadStats(llamaGGUF)
+	llama := func() *stats.Stats {
+		s, err := stats.Read(llamaGGUF)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,38 +374,53 @@ func TestValidateRejects(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		s    *Stats
+		s    *stats.Stats
 		spec *arch.Spec
 		want []string
 	}{
 		{"wrong model", load(), &other, []string{path + ": model: collected on stories260k", "5 layers", "6 layers"}},
 		{"imatrix of another model", llama(), &other, []string{llamaGGUF + ": blk.5.attn_q.weight: missing"}},
 		{"imatrix with other widths", llama(), &otherWide, []string{"blk.0.ffn_down.weight: statistics of 172 columns, the model's weight has 256"}},
-		{"missing weight", func() *Stats {
+		{"missing weight", func() *stats.Stats {
 			s := load()
-			s.Linear = slices.DeleteFunc(s.Linear, func(l *LinearStats) bool { return l.Weight == "blk.2.ffn_up.weight" })
-			s.index()
+			s.Linear = slices.DeleteFunc(s.Linear, func(l *stats.LinearStats) bool { return l.Weight == "blk.2.ffn_up.weight" })
+			s.Reindex()
 			return s
 		}(), spec, []string{path + ": blk.2.ffn_up.weight: missing"}},
-		{"missing activation", func() *Stats {
+		{"missing activation", func() *stats.Stats {
 			s := load()
-			s.Acts = slices.DeleteFunc(s.Acts, func(a *ActStats) bool { return a.Name == "blk.3.ffn_act" })
-			s.index()
+			s.Acts = slices.DeleteFunc(s.Acts, func(a *stats.ActStats) bool { return a.Name == "blk.3.ffn_act" })
+			s.Reindex()
 			return s
 		}(), spec, []string{path + ": activation blk.3.ffn_act: missing"}},
-		{"NaN", func() *Stats {
+		{"version 1 file with an unknown activation", func() *stats.Stats {
+			s := load()
+			s.Version = 1
+			s.Act("blk.3.ffn_act").Name = "blk.3.ffn_nope"
+			s.Reindex()
+			return s
+		}(), spec, []string{path + ": activation blk.3.ffn_nope: not an activation of this model"}},
+		{"NaN", func() *stats.Stats {
 			s := load()
 			s.LinearFor("blk.1.attn_output.weight").Sum2[3] = math.NaN()
 			return s
 		}(), spec, []string{path + ": blk.1.attn_output.weight: Σx²[3] = NaN"}},
-		{"NaN range", func() *Stats {
+		{"NaN range", func() *stats.Stats {
 			s := load()
 			s.Act("blk.0.q").Max = float32(math.NaN())
 			return s
 		}(), spec, []string{path + ": blk.0.q: range"}},
 	}
+	// A version 1 file held fewer points: missing ones are fine there, and only there.
+	old := load()
+	old.Version = 1
+	old.Acts = slices.DeleteFunc(old.Acts, func(a *stats.ActStats) bool { return strings.HasSuffix(a.Name, "_softmax") })
+	old.Reindex()
+	if err := old.Validate(statsModel(t, spec)); err != nil {
+		t.Errorf("version 1 statistics without the softmax points: %v", err)
+	}
 	for _, c := range cases {
-		err := c.s.Validate(c.spec)
+		err := c.s.Validate(statsModel(t, c.spec))
 		if err == nil {
 			t.Errorf("%s: accepted", c.name)
 			continue
@@ -422,20 +439,20 @@ func TestValidateRejects(t *testing.T) {
 	bad := load()
 	bad.LinearFor("blk.0.ffn_down.weight").Sum[7] = math.Inf(1)
 	out := filepath.Join(t.TempDir(), "bad.stats")
-	if err := WriteStats(out, bad); err == nil || !strings.Contains(err.Error(), "blk.0.ffn_down.weight: Σx[7] = +Inf") {
+	if err := stats.Write(out, bad); err == nil || !strings.Contains(err.Error(), "blk.0.ffn_down.weight: Σx[7] = +Inf") {
 		t.Errorf("WriteStats of an Inf: %v", err)
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(out)); len(entries) != 0 {
 		t.Errorf("WriteStats left %d files", len(entries))
 	}
-	sw, err := createStats(out, bad) // bypasses the check
+	sw, err := stats.Create(out, bad) // bypasses the check
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sw.commit(); err != nil {
+	if err := sw.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadStats(out); err == nil || !strings.Contains(err.Error(), out+": blk.0.ffn_down.weight: Σx[7] = +Inf") {
+	if _, err := stats.Read(out); err == nil || !strings.Contains(err.Error(), out+": blk.0.ffn_down.weight: Σx[7] = +Inf") {
 		t.Errorf("ReadStats of an Inf: %v", err)
 	}
 }
@@ -532,7 +549,7 @@ func TestReadStatsMalformed(t *testing.T) {
 		return p
 	}
 	model := write("model.gguf", []gguf.KV{{Key: "general.type", Value: "model"}}, nil, nil)
-	noKeys := write("nokeys.stats", []gguf.KV{{Key: "general.type", Value: StatsType}, {Key: keyVer, Value: uint32(1)}}, nil, nil)
+	noKeys := write("nokeys.stats", []gguf.KV{{Key: "general.type", Value: stats.Type}, {Key: "calibration.version", Value: uint32(1)}}, nil, nil)
 	// The metadata of a real statistics file with bad tensors.
 	good := filepath.Join(dir, "good.stats")
 	calib(t, Options{Ctx: 32, Tokens: 32, Output: good})
@@ -552,7 +569,7 @@ func TestReadStatsMalformed(t *testing.T) {
 		corpus:     {corpus + ": "}, // neither GGUF nor a legacy imatrix
 	}
 	for path, wants := range cases {
-		_, err := ReadStats(path)
+		_, err := stats.Read(path)
 		if err == nil {
 			t.Errorf("%s: accepted", path)
 			continue
@@ -570,7 +587,7 @@ func TestReadStatsMalformed(t *testing.T) {
 func TestHessianReadWhenUsed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.stats")
 	calib(t, Options{Ctx: 64, Tokens: 128, Hessian: true, Output: path})
-	s, err := ReadStats(path)
+	s, err := stats.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,9 +601,9 @@ func TestHessianReadWhenUsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i, ok := gf.TensorIndex(w + sufHessian)
+	i, ok := gf.TensorIndex(w + ".hessian")
 	if !ok {
-		t.Fatalf("%s%s not in the file", w, sufHessian)
+		t.Fatalf("%s%s not in the file", w, ".hessian")
 	}
 	off := int64(gf.DataOffset+gf.Tensors[i].Offset) + 8*7
 	gf.Close()
@@ -608,8 +625,8 @@ func TestHessianReadWhenUsed(t *testing.T) {
 	if _, _, err := s.Hessian(w); err == nil || !strings.Contains(err.Error(), "changed") || !strings.Contains(err.Error(), path) {
 		t.Fatalf("Hessian after the file changed: %v, want an error naming %s", err, path)
 	}
-	if _, err := ReadStats(path); err == nil || !strings.Contains(err.Error(), w+sufHessian+"[7]") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("ReadStats with a NaN in %s: %v", w+sufHessian, err)
+	if _, err := stats.Read(path); err == nil || !strings.Contains(err.Error(), w+".hessian"+"[7]") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("ReadStats with a NaN in %s: %v", w+".hessian", err)
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
@@ -617,4 +634,14 @@ func TestHessianReadWhenUsed(t *testing.T) {
 	if _, _, err := s.Hessian(w); err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("Hessian after the file was removed: %v, want an error naming %s", err, path)
 	}
+}
+
+// statsModel describes a spec to its statistics (arch.StatsModel), failing the test on error.
+func statsModel(t *testing.T, spec *arch.Spec) stats.Model {
+	t.Helper()
+	m, err := arch.StatsModel("", spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

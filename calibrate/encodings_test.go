@@ -3,7 +3,6 @@ package calibrate
 import (
 	"encoding/json"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,106 +10,10 @@ import (
 
 	"github.com/gquant/gquant/formats/encodings"
 	"github.com/gquant/gquant/formats/safetensors"
+	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime"
+	"github.com/gquant/gquant/runtime/arch"
 )
-
-// QNN's convention, float = (q + offset)·scale, worked by hand: [−1, 3] on 16 bits gives scale
-// 4/65535 and offset round(−1/scale) = round(−16383.75) = −16384; zero (q = 16384) is exact.
-func TestAsymmetricEncoding(t *testing.T) {
-	sc, off := AsymmetricEncoding(-1, 3, 16)
-	if sc != float32(4.0/65535) || off != -16384 {
-		t.Errorf("[-1, 3]: scale %g offset %d, want %g -16384", sc, off, float32(4.0/65535))
-	}
-	cases := []struct {
-		lo, hi   float64
-		bits     int
-		wantLo   float64 // the encoded range must reach these (within a step)
-		wantHi   float64
-		wantZero int32 // expected offset when fixed by the range (1 = do not check)
-	}{
-		{0.5, 2, 16, 0, 2, 0},       // all positive: widened to include 0, offset 0
-		{-3, -1, 16, -3, 0, -65535}, // all negative: 0 is the top of the grid
-		{0, 0, 16, 0, 1e-4, 0},      // empty range: at least 1e-4 wide
-		{-7.25, 0.125, 8, -7.25, 0.125, 1},
-		{-1e-9, 1e-9, 16, -1e-9, 1e-9, 1},
-	}
-	for _, c := range cases {
-		sc, off := AsymmetricEncoding(c.lo, c.hi, c.bits)
-		steps := math.Ldexp(1, c.bits) - 1
-		s := float64(sc)
-		gridLo, gridHi := float64(off)*s, (float64(off)+steps)*s
-		switch {
-		case off > 0 || float64(off) < -steps:
-			t.Errorf("[%g, %g]: offset %d outside [−%g, 0]", c.lo, c.hi, off, steps)
-		case gridLo > c.wantLo+s/2+1e-12 || gridHi < c.wantHi-s/2-1e-12:
-			t.Errorf("[%g, %g]: grid [%g, %g] does not cover [%g, %g]", c.lo, c.hi, gridLo, gridHi, c.wantLo, c.wantHi)
-		case gridHi-gridLo < minRange*(1-1e-6):
-			t.Errorf("[%g, %g]: grid narrower than 1e-4", c.lo, c.hi)
-		case c.wantZero != 1 && off != c.wantZero:
-			t.Errorf("[%g, %g]: offset %d, want %d", c.lo, c.hi, off, c.wantZero)
-		}
-		// Zero is exactly representable: q = −offset is on the grid and decodes to 0.
-		if q := -off; q < 0 || float64(q) > steps || float32(float64(q+off)*s) != 0 {
-			t.Errorf("[%g, %g]: zero is not on the grid (offset %d)", c.lo, c.hi, off)
-		}
-	}
-	if sc, off := SymmetricEncoding(1.27, 8); sc != float32(0.01) || off != -128 {
-		t.Errorf("symmetric 8-bit of 1.27: %g %d, want 0.01 −128", sc, off)
-	}
-}
-
-// quantNoise quantizes xs on the QNN grid of [lo, hi] and returns Σ(x − x̂)².
-func quantNoise(xs []float32, lo, hi float64, bits int) float64 {
-	sc, off := AsymmetricEncoding(lo, hi, bits)
-	s, steps := float64(sc), math.Ldexp(1, bits)-1
-	var n float64
-	for _, x := range xs {
-		q := math.Min(math.Max(math.Round(float64(x)/s)-float64(off), 0), steps)
-		d := float64(x) - (q+float64(off))*s
-		n += d * d
-	}
-	return n
-}
-
-// The SQNR range clips far outliers when that lowers the real quantization noise of the values
-// (measured here by quantizing them) and never raises it, keeps min-max exactly when nothing is
-// worth clipping, and the percentile range is the distribution's.
-func TestRanges(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	xs := make([]float32, 0, 50010)
-	for i := 0; i < 50000; i++ {
-		xs = append(xs, float32(r.NormFloat64()))
-	}
-	clean := append([]float32(nil), xs...)
-	xs = append(xs, 400, -250, 300)
-	a := &ActStats{}
-	addAll(a, xs, 4096)
-	for _, bits := range []int{8, 16} {
-		o, _ := RangeOptions{Mode: RangeSQNR, Bits: bits}.normalize()
-		lo, hi := a.Range(o)
-		mm := quantNoise(xs, float64(a.Min), float64(a.Max), bits)
-		sq := quantNoise(xs, lo, hi, bits)
-		t.Logf("%d bits: sqnr range [%.3g, %.3g], noise %.4g against min-max %.4g", bits, lo, hi, sq, mm)
-		// At 8 bits clipping the far outliers pays; at 16 bits the noise may only stay equal.
-		if sq > mm || (bits == 8 && (!(sq < mm) || hi >= float64(a.Max) || lo <= float64(a.Min))) {
-			t.Errorf("%d bits: sqnr range [%g, %g] noise %g, min-max noise %g", bits, lo, hi, sq, mm)
-		}
-	}
-	c := &ActStats{}
-	addAll(c, clean, 4096)
-	o, _ := RangeOptions{Mode: RangeSQNR}.normalize()
-	if lo, hi := c.Range(o); lo != float64(c.Min) || hi != float64(c.Max) {
-		t.Errorf("16-bit sqnr on a clean gaussian clipped to [%g, %g] of [%g, %g]", lo, hi, c.Min, c.Max)
-	}
-	o, _ = RangeOptions{Mode: RangePercentile, Percentile: 99}.normalize()
-	lo, hi := c.Range(o)
-	if math.Abs(lo+2.326) > 0.05 || math.Abs(hi-2.326) > 0.05 {
-		t.Errorf("99th percentile range [%g, %g], want about ±2.326", lo, hi)
-	}
-	if _, err := (RangeOptions{Mode: "mse"}).normalize(); err == nil {
-		t.Error("unknown range mode accepted")
-	}
-}
 
 // The acceptance test: the encodings JSON (both versions) has, for every activation tensor of
 // the graph and every weight of the model, an entry with every field; activations are
@@ -119,7 +22,7 @@ func TestRanges(t *testing.T) {
 func TestEncodingsWalkGraph(t *testing.T) {
 	res := calib(t, Options{Ctx: 64, Tokens: 128})
 	spec := res.Spec
-	set, err := W8A16(res.Stats, model260k, spec, RangeOptions{Mode: RangeMinMax})
+	set, err := W8A16(res.Stats, model260k, spec, quantize.RangeOptions{Mode: quantize.RangeMinMax})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +31,7 @@ func TestEncodingsWalkGraph(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	tensors, err := modelTensors(spec)
+	tensors, err := arch.StoredTensors(spec)
 	if err != nil {
 		t.Fatal(err)
 	}

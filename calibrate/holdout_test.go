@@ -1,19 +1,18 @@
 package calibrate
 
 import (
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/runtime"
 )
 
 // The fit and held-out extremes of a real calibration equal those computed here by running the
-// model over the same chunks with a hook of our own: held-out chunks are every HoldoutEvery-th.
+// model over the same chunks with a hook of our own: held-out chunks are every stats.HoldoutEvery-th.
 func TestHeldOutExtremes(t *testing.T) {
 	o := Options{Ctx: 32, Tokens: 256}
 	res := calib(t, o)
@@ -81,51 +80,12 @@ func TestHeldOutExtremes(t *testing.T) {
 		t.Error("no held-out extreme passes a fit one: the test cannot tell the two apart")
 	}
 
-	// Fewer than HoldoutEvery chunks: nothing held out, nothing widened.
+	// Fewer than stats.HoldoutEvery chunks: nothing held out, nothing widened.
 	few := calib(t, Options{Ctx: 32, Tokens: 96})
 	for _, a := range few.Stats.Acts {
 		if a.Held {
 			t.Fatalf("%s: held-out extremes from 3 chunks", a.Name)
 		}
-	}
-}
-
-// RangeSQNR widens each side by how far the held-out extreme passes the fit one, at most
-// MaxWiden of the range; RangeMinMax ignores the held-out extremes.
-func TestRangeWidening(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	xs := make([]float32, 50000)
-	for i := range xs {
-		xs[i] = float32(r.NormFloat64())
-	}
-	a := &ActStats{}
-	addAll(a, xs, 4096)
-	sq, _ := RangeOptions{Mode: RangeSQNR}.normalize()
-	mm, _ := RangeOptions{Mode: RangeMinMax}.normalize()
-	// On a clean gaussian the 16-bit SQNR range is min-max (TestRanges); without held-out
-	// extremes nothing changes.
-	lo0, hi0 := float64(a.Min), float64(a.Max)
-	if lo, hi := a.Range(sq); lo != lo0 || hi != hi0 {
-		t.Fatalf("no held-out extremes: [%g, %g], want [%g, %g]", lo, hi, lo0, hi0)
-	}
-	span := hi0 - lo0
-	// The held-out chunks reach 0.01 below the fit minimum, and not up to the fit maximum.
-	a.Held = true
-	a.HeldMin, a.FitMin = a.Min, a.Min+0.01
-	a.FitMax, a.HeldMax = a.Max, a.Max-1
-	lo, hi := a.Range(sq)
-	if gap := lo0 - lo; math.Abs(gap-0.01) > 1e-6 || hi != hi0 {
-		t.Errorf("small gap: [%g, %g], want [%g, %g]", lo, hi, lo0-0.01, hi0)
-	}
-	// A gap of 3 above is capped at 5 % of the range.
-	a.FitMin, a.HeldMin = a.Min, a.Min+1
-	a.FitMax, a.HeldMax = a.Max-3, a.Max
-	lo, hi = a.Range(sq)
-	if lo != lo0 || math.Abs(hi-(hi0+0.05*span)) > 1e-12 {
-		t.Errorf("capped gap: [%g, %g], want [%g, %g]", lo, hi, lo0, hi0+0.05*span)
-	}
-	if lo, hi := a.Range(mm); lo != lo0 || hi != hi0 {
-		t.Errorf("minmax with held-out extremes: [%g, %g], want [%g, %g]", lo, hi, lo0, hi0)
 	}
 }
 
@@ -136,10 +96,10 @@ func TestHeldOutFile(t *testing.T) {
 	dir := t.TempDir()
 	res := calib(t, Options{Ctx: 32, Tokens: 256})
 	path := filepath.Join(dir, "s.stats")
-	if err := WriteStats(path, res.Stats); err != nil {
+	if err := stats.Write(path, res.Stats); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadStats(path)
+	got, err := stats.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +132,7 @@ func TestHeldOutFile(t *testing.T) {
 		}
 		return p
 	}
-	old, err := ReadStats(rewrite("old.stats", "_range"))
+	old, err := stats.Read(rewrite("old.stats", "_range"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,14 +141,14 @@ func TestHeldOutFile(t *testing.T) {
 			t.Fatalf("%s: held-out extremes read from a file without them", a.Name)
 		}
 	}
-	half := rewrite("half.stats", sufHeldRange)
-	if _, err := ReadStats(half); err == nil || !strings.Contains(err.Error(), half+": ") || !strings.Contains(err.Error(), "needs both or neither of .fit_range and .held_range") {
+	half := rewrite("half.stats", ".held_range")
+	if _, err := stats.Read(half); err == nil || !strings.Contains(err.Error(), half+": ") || !strings.Contains(err.Error(), "needs both or neither of .fit_range and .held_range") {
 		t.Errorf("file with .fit_range only: %v", err)
 	}
 
 	bad := res.Stats.Acts[0]
 	bad.HeldMax = bad.Max + 1
-	if err := WriteStats(filepath.Join(dir, "bad.stats"), res.Stats); err == nil || !strings.Contains(err.Error(), bad.Name+": fit/held-out range") {
+	if err := stats.Write(filepath.Join(dir, "bad.stats"), res.Stats); err == nil || !strings.Contains(err.Error(), bad.Name+": fit/held-out range") {
 		t.Errorf("held-out maximum above the maximum: %v", err)
 	}
 }

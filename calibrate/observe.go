@@ -3,8 +3,8 @@ package calibrate
 import (
 	"fmt"
 
+	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/runtime"
-	"github.com/gquant/gquant/runtime/arch"
 )
 
 // collector is the observer attached to the runtime's hooks. It is called on the goroutine
@@ -13,15 +13,15 @@ type collector struct {
 	threads int
 	hessian bool // collect Hessians (of leaders only)
 	order   []string
-	linear  map[string]*LinearStats
+	linear  map[string]*stats.LinearStats
 	leader  map[string]string // weight → weight whose input it shares
-	acts    []*ActStats
-	actIdx  map[string]*ActStats
+	acts    []*stats.ActStats
+	actIdx  map[string]*stats.ActStats
 
 	// per pass
-	sums     bool                    // accumulate Σx², Σx, max|x| and activations (first pass)
-	held     bool                    // the current chunk is a held-out one (see HoldoutEvery)
-	hessians map[string]*LinearStats // leaders whose Hessian this pass accumulates
+	sums     bool                          // accumulate Σx², Σx, max|x| and activations (first pass)
+	held     bool                          // the current chunk is a held-out one (see HoldoutEvery)
+	hessians map[string]*stats.LinearStats // leaders whose Hessian this pass accumulates
 
 	// xd is addOuter's float64 copy of an input, reused: with Hessians of gigabytes in the
 	// heap, a fresh copy per call lets the garbage grow by as much before a collection.
@@ -41,21 +41,22 @@ func (c *collector) hooks() *runtime.Hooks {
 }
 
 // init sizes the collector for a model.
-func (c *collector) init(spec *arch.Spec, hessian bool, threads int) error {
-	names, cols, leader, err := linearWeights(spec)
-	if err != nil {
-		return err
+func (c *collector) init(model stats.Model, hessian bool, threads int) error {
+	c.threads, c.hessian = threads, hessian
+	c.leader = map[string]string{}
+	c.linear = make(map[string]*stats.LinearStats, len(model.Weights))
+	for _, w := range model.Weights {
+		ls := stats.NewLinearStats(w.Name, w.Cols)
+		ls.SharesInputOf = w.Leader
+		if w.Leader != "" {
+			c.leader[w.Name] = w.Leader
+		}
+		c.order = append(c.order, w.Name)
+		c.linear[w.Name] = ls
 	}
-	c.threads, c.order, c.leader, c.hessian = threads, names, leader, hessian
-	c.linear = make(map[string]*LinearStats, len(names))
-	for _, n := range names {
-		ls := newLinearStats(n, cols[n])
-		ls.SharesInputOf = leader[n]
-		c.linear[n] = ls
-	}
-	c.actIdx = map[string]*ActStats{}
-	for _, n := range runtime.ActivationNames(spec) {
-		a := &ActStats{Name: n}
+	c.actIdx = map[string]*stats.ActStats{}
+	for _, n := range model.Points {
+		a := &stats.ActStats{Name: n}
 		c.acts = append(c.acts, a)
 		c.actIdx[n] = a
 	}
@@ -64,9 +65,9 @@ func (c *collector) init(spec *arch.Spec, hessian bool, threads int) error {
 
 // hessianBatches splits the Hessians to collect into batches of at most budget bytes (each at
 // least one Hessian; budget < 0: one batch). Each is allocated when its pass starts.
-func (c *collector) hessianBatches(budget int64) [][]*LinearStats {
-	var batches [][]*LinearStats
-	var cur []*LinearStats
+func (c *collector) hessianBatches(budget int64) [][]*stats.LinearStats {
+	var batches [][]*stats.LinearStats
+	var cur []*stats.LinearStats
 	var used int64
 	for _, n := range c.order {
 		ls := c.linear[n]
@@ -85,9 +86,9 @@ func (c *collector) hessianBatches(budget int64) [][]*LinearStats {
 }
 
 // startPass selects what the next pass over the corpus accumulates.
-func (c *collector) startPass(sums bool, batch []*LinearStats) {
+func (c *collector) startPass(sums bool, batch []*stats.LinearStats) {
 	c.sums = sums
-	c.hessians = make(map[string]*LinearStats, len(batch))
+	c.hessians = make(map[string]*stats.LinearStats, len(batch))
 	for _, ls := range batch {
 		if ls.Hessian == nil {
 			ls.Hessian = make([]float64, ls.Cols*ls.Cols)
@@ -121,7 +122,7 @@ func (c *collector) linearInput(weight string, x []float32, n, cols int) {
 	}
 	if c.sums {
 		ls.Count += int64(n)
-		ls.addSums(x, n)
+		addSums(ls, x, n)
 	}
 	if c.hessians[weight] != nil {
 		addOuter(ls.Hessian, x, n, cols, c.threads, &c.xd)
@@ -138,19 +139,17 @@ func (c *collector) activation(name string, x []float32, n, dim int) {
 		c.err = fmt.Errorf("%s: the runtime fed an unexpected activation", name)
 		return
 	}
-	if bad := a.add(x, c.held); bad > 0 {
+	if bad := a.Add(x, c.held); bad > 0 {
 		c.err = fmt.Errorf("activation %s: %d non-finite values", name, bad)
 	}
 }
 
 // stats assembles the statistics after the first pass; followers get copies of their leader's
 // sums (not of its Hessian).
-func (c *collector) stats(meta Meta) *Stats {
-	s := &Stats{Kind: "gquant", Meta: meta, Acts: c.acts}
+func (c *collector) stats(meta stats.Meta) *stats.Stats {
+	s := &stats.Stats{Kind: "gquant", Meta: meta, Acts: c.acts}
 	for _, a := range c.acts {
-		// Without both fit and held-out values (fewer than HoldoutEvery chunks) there is
-		// nothing to extrapolate from.
-		a.Held = a.fitSeen && a.heldSeen
+		a.Finish()
 	}
 	for _, n := range c.order {
 		ls := c.linear[n]
@@ -163,6 +162,5 @@ func (c *collector) stats(meta Meta) *Stats {
 		}
 		s.Linear = append(s.Linear, ls)
 	}
-	s.index()
 	return s
 }

@@ -44,7 +44,7 @@ func ParamEncodings(path string, spec *arch.Spec, o ParamOptions) ([]encodings.E
 			return nil, fmt.Errorf("%s: parameter bit width %d is not in [2, 32]", path, b)
 		}
 	}
-	ts, err := modelTensors(spec)
+	ts, err := arch.StoredTensors(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

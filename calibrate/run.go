@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
 	"time"
 
+	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -45,7 +47,7 @@ type Options struct {
 
 // Result is what Calibrate returns.
 type Result struct {
-	Stats *Stats
+	Stats *stats.Stats
 	// Spec is the model's.
 	Spec *arch.Spec
 	// Tokens is the number of tokens per pass; Passes the passes over the corpus (more than
@@ -98,23 +100,23 @@ func Calibrate(path string, o Options) (*Result, error) {
 		ntok += len(c)
 	}
 
-	id, err := idFromSpec(filepath.Base(filepath.Clean(path)), spec)
+	model, err := arch.StatsModel(filepath.Base(filepath.Clean(path)), spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if cfg, err := os.ReadFile(filepath.Join(path, "config.json")); err == nil {
-		id.ConfigSHA256 = sha256Hex(cfg)
+		model.ID.ConfigSHA256 = sha256Hex(cfg)
 	}
-	meta := Meta{
-		Model: id, CorpusName: filepath.Base(o.Corpus), CorpusSHA256: sha256Hex(text),
+	meta := stats.Meta{
+		Model: model.ID, CorpusName: filepath.Base(o.Corpus), CorpusSHA256: sha256Hex(text),
 		Tokens: ntok, Ctx: ctx, Chunks: len(chunks), Seed: o.Seed, Hessian: o.Hessian,
 	}
-	if err := col.init(spec, o.Hessian, threads); err != nil {
+	if err := col.init(model, o.Hessian, threads); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 
 	// Hessian batches: everything at once in memory, or bounded batches when streaming.
-	batches := [][]*LinearStats{nil}
+	batches := [][]*stats.LinearStats{nil}
 	if o.Hessian {
 		budget := int64(-1)
 		if o.Output != "" {
@@ -126,10 +128,10 @@ func Calibrate(path string, o Options) (*Result, error) {
 		batches = col.hessianBatches(budget)
 	}
 
-	var sink *statsWriter
+	var sink *stats.Writer
 	defer func() {
 		if sink != nil {
-			sink.abort()
+			sink.Abort()
 		}
 	}()
 	res := &Result{Spec: spec, Tokens: ntok, Passes: len(batches)}
@@ -140,7 +142,7 @@ func Calibrate(path string, o Options) (*Result, error) {
 	for p, batch := range batches {
 		col.startPass(p == 0, batch)
 		for ci, chunk := range chunks {
-			col.held = ci%HoldoutEvery == HoldoutEvery-1
+			col.held = ci%stats.HoldoutEvery == stats.HoldoutEvery-1
 			st.Reset()
 			if _, err := m.Eval(st, chunk, true); err != nil {
 				return nil, err
@@ -156,13 +158,13 @@ func Calibrate(path string, o Options) (*Result, error) {
 		if p == 0 {
 			res.Stats = col.stats(meta)
 			res.Stats.Source = path
-			if err := res.Stats.check(); err != nil {
+			if err := res.Stats.Check(); err != nil {
 				return nil, err
 			}
 		}
 		for _, ls := range batch {
 			finishHessian(ls.Hessian, ls.Cols)
-			if i, ok := finite(ls.Hessian, false); !ok {
+			if i, ok := finiteAll(ls.Hessian); !ok {
 				return nil, fmt.Errorf("%s: %s: Hessian element %d is not finite", path, ls.Weight, i)
 			}
 		}
@@ -170,12 +172,12 @@ func Calibrate(path string, o Options) (*Result, error) {
 			continue
 		}
 		if sink == nil {
-			if sink, err = createStats(o.Output, res.Stats); err != nil {
+			if sink, err = stats.Create(o.Output, res.Stats); err != nil {
 				return nil, err
 			}
 		}
 		for _, ls := range batch {
-			if err := sink.writeHessian(ls.Weight, ls.Hessian); err != nil {
+			if err := sink.WriteHessian(ls.Weight, ls.Hessian); err != nil {
 				return nil, err
 			}
 			ls.Hessian = nil // streamed: free it
@@ -187,17 +189,27 @@ func Calibrate(path string, o Options) (*Result, error) {
 	}
 	if o.Output != "" {
 		if sink == nil {
-			if sink, err = createStats(o.Output, res.Stats); err != nil {
+			if sink, err = stats.Create(o.Output, res.Stats); err != nil {
 				return nil, err
 			}
 		}
-		err := sink.commit()
+		err := sink.Commit()
 		sink = nil
 		if err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
+}
+
+// finiteAll reports whether every value is finite; bad is the first that is not.
+func finiteAll(v []float64) (bad int, ok bool) {
+	for i, x := range v {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return i, false
+		}
+	}
+	return 0, true
 }
 
 // sha256Hex is the hex SHA-256 of b.

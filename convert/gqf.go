@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/gqf"
+	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/internal/atomicfile"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
@@ -28,9 +28,9 @@ type GQFOptions struct {
 	// "awq" (activation-aware scales folded into the preceding norm or projection, searched on
 	// the output error from Stats' Hessians, or their diagonal). "": imatrix with Stats, else rtn.
 	Method string
-	// Stats are calibration statistics (calibrate.ReadStats), checked against the model before
+	// Stats are calibration statistics (stats.Read), checked against the model before
 	// any weight is read; StatsPath is the file they came from (hashed into the provenance).
-	Stats     *calibrate.Stats
+	Stats     *stats.Stats
 	StatsPath string
 	// GroupSize is the int4 group of w4a16 and w4a8 (0: 128); rows that are not a whole number
 	// of groups take the largest smaller group that fits (down to 16), else 8-bit per channel.
@@ -43,7 +43,7 @@ type GQFOptions struct {
 	Keep string
 	// Range sets the activation ranges taken from Stats (w8a16, w4a16-lpbq): minmax,
 	// percentile or sqnr (the default).
-	Range calibrate.RangeOptions
+	Range quantize.RangeOptions
 	// Smooth is SmoothQuant's migration strength α for w4a8 (0: none): input channels of the
 	// layers after each RMSNorm are scaled by max|x|^α / max|w|^(1−α), from Stats.
 	Smooth float64

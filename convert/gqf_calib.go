@@ -7,9 +7,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/encodings"
 	"github.com/gquant/gquant/formats/gqf"
+	"github.com/gquant/gquant/quantize"
 )
 
 // Activation encodings of a gqf graph: read from an AIMET encodings file, or calibrated by
@@ -76,7 +76,7 @@ func activationEncodings(f *gqf.File, graph *gqf.Graph, inv *Inventory, o GQFOpt
 	if st := o.Stats; st != nil && len(st.Acts) > 0 {
 		r := o.Range
 		r.Bits = bits
-		encs, err := st.ActivationEncodings(r)
+		encs, err := quantize.ActivationEncodings(st, r)
 		if err != nil {
 			return "", err
 		}
@@ -100,7 +100,7 @@ func activationEncodings(f *gqf.File, graph *gqf.Graph, inv *Inventory, o GQFOpt
 		}
 		mode := r.Mode
 		if mode == "" {
-			mode = calibrate.RangeSQNR
+			mode = quantize.RangeSQNR
 		}
 		how = append(how, fmt.Sprintf("%d activations from the statistics (%s ranges)", n, mode))
 	}

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/internal/atomicfile"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
@@ -24,7 +24,7 @@ type MethodOptions struct {
 	// Method is "gptq" or "awq".
 	Method string
 	// Stats are the calibration statistics (Hessians for gptq).
-	Stats *calibrate.Stats
+	Stats *stats.Stats
 	GPTQ  quantize.GPTQOptions
 	AWQ   quantize.AWQOptions
 }

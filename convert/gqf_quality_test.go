@@ -10,6 +10,7 @@ import (
 	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/gqf"
+	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
@@ -27,11 +28,11 @@ const (
 
 // qualityStats calibrates stories260k once per test binary.
 var qualityStats = struct {
-	st  *calibrate.Stats
+	st  *stats.Stats
 	err error
 }{}
 
-func calibrated(t *testing.T) *calibrate.Stats {
+func calibrated(t *testing.T) *stats.Stats {
 	t.Helper()
 	if qualityStats.st == nil && qualityStats.err == nil {
 		res, err := calibrate.Calibrate(gqfModel, calibrate.Options{Corpus: qualityCalib, Ctx: 256, Tokens: 4096, Hessian: true, Threads: 2})
@@ -88,8 +89,8 @@ func TestGQFMethodsBeatRTN(t *testing.T) {
 // above 40 dB SNR with either range setting.
 func TestGQFW8A16Ranges(t *testing.T) {
 	st := calibrated(t)
-	for _, mode := range []calibrate.RangeMode{calibrate.RangeSQNR, calibrate.RangeMinMax} {
-		rep, plan := score(t, GQFOptions{Scheme: "w8a16", Stats: st, Range: calibrate.RangeOptions{Mode: mode}})
+	for _, mode := range []quantize.RangeMode{quantize.RangeSQNR, quantize.RangeMinMax} {
+		rep, plan := score(t, GQFOptions{Scheme: "w8a16", Stats: st, Range: quantize.RangeOptions{Mode: mode}})
 		t.Logf("w8a16 %s: SNR %.2f dB, KL %.6f (%s)", mode, float64(rep.Logits.SNR), rep.KL.Mean, plan.Calibration)
 		if !(float64(rep.Logits.SNR) >= 40) {
 			t.Errorf("w8a16 %s: logits SNR %v dB, want ≥ 40", mode, rep.Logits.SNR)
@@ -211,7 +212,7 @@ func TestGQFW4A8Dynamic(t *testing.T) {
 func TestGQFBadStats(t *testing.T) {
 	st := calibrated(t)
 	out := filepath.Join(t.TempDir(), "m.gqf")
-	try := func(what string, s *calibrate.Stats, method, want string) {
+	try := func(what string, s *stats.Stats, method, want string) {
 		t.Helper()
 		_, err := ConvertGQF(gqfModel, out, GQFOptions{Scheme: "w4a16", Method: method, Stats: s, MaxLen: 16})
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -226,7 +227,7 @@ func TestGQFBadStats(t *testing.T) {
 	other.Meta.Model.TensorsSHA256 = strings.Repeat("0", 64)
 	try("wrong model", &other, MethodGPTQ, "not on this model")
 	// A missing tensor.
-	missing := &calibrate.Stats{Source: "cut.stats", Kind: st.Kind, Meta: st.Meta}
+	missing := &stats.Stats{Source: "cut.stats", Kind: st.Kind, Meta: st.Meta}
 	for _, l := range st.Linear {
 		if l.Weight != "blk.2.ffn_down.weight" {
 			missing.Linear = append(missing.Linear, l)
@@ -235,7 +236,7 @@ func TestGQFBadStats(t *testing.T) {
 	missing.Acts = st.Acts
 	try("missing tensor", missing, MethodImatrix, "blk.2.ffn_down.weight: missing")
 	// A NaN.
-	bad := &calibrate.Stats{Source: "nan.stats", Kind: st.Kind, Meta: st.Meta, Acts: st.Acts}
+	bad := &stats.Stats{Source: "nan.stats", Kind: st.Kind, Meta: st.Meta, Acts: st.Acts}
 	for _, l := range st.Linear {
 		c := *l
 		if l.Weight == "blk.1.attn_q.weight" {
@@ -246,7 +247,7 @@ func TestGQFBadStats(t *testing.T) {
 	}
 	try("NaN", bad, MethodAWQ, "blk.1.attn_q.weight: Σx²[3] = NaN")
 	// GPTQ without Hessians.
-	noH := &calibrate.Stats{Source: "noh.stats", Kind: st.Kind, Meta: st.Meta, Acts: st.Acts}
+	noH := &stats.Stats{Source: "noh.stats", Kind: st.Kind, Meta: st.Meta, Acts: st.Acts}
 	for _, l := range st.Linear {
 		c := *l
 		c.Hessian = nil

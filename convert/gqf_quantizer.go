@@ -107,7 +107,11 @@ func newGQFQuantizer(inv *Inventory, sch gqfScheme, o *GQFOptions) (*gqfQuantize
 		return q, nil
 	}
 	// Reject statistics of another model (or damaged ones) before reading any weight.
-	if err := o.Stats.Validate(inv.Spec); err != nil {
+	model, err := arch.StatsModel("", inv.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.Stats.Validate(model); err != nil {
 		return nil, err
 	}
 	var probs []string

@@ -5,13 +5,14 @@ import (
 	"encoding/hex"
 
 	"encoding/json"
-	"github.com/gquant/gquant/formats/gguf"
-	"github.com/gquant/gquant/formats/hf/synth"
-	"github.com/gquant/gquant/internal/peers"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/hf/synth"
+	"github.com/gquant/gquant/internal/peers"
 )
 
 // The interop tests drive stock llama.cpp (node-llama-cpp 3.21.1, pinned in

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gquant/gquant/calibrate"
+	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/runtime/arch"
 )
 
@@ -17,7 +17,7 @@ import (
 // the model: an entry whose row length differs from the tensor's, a linear weight of a block
 // with no entry, an entry for a tensor the model does not have, or a non-finite value.
 func LoadImportance(path string, p *Plan) (map[string][]float32, error) {
-	st, err := calibrate.ReadStats(path)
+	st, err := stats.Read(path)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func first(s []string, n int) []string {
 // ImportanceFile reads statistics without matching them to a plan (gqf conversion checks each
 // tensor as it uses it).
 func ImportanceFile(path string) (map[string][]float32, error) {
-	st, err := calibrate.ReadStats(path)
+	st, err := stats.Read(path)
 	if err != nil {
 		return nil, err
 	}

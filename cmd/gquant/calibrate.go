@@ -11,7 +11,9 @@ import (
 
 	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/encodings"
+	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/internal/atomicfile"
+	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -60,8 +62,8 @@ func newCalibrateCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.threads, "threads", 0, "worker threads (0: one per CPU)")
 	f.BoolVar(&o.w8a16, "w8a16", false, "compute QNN w8a16 encodings (needs --encodings)")
 	f.StringVar(&o.encodings, "encodings", "", "write AIMET encodings JSON (with --w8a16)")
-	f.StringVar(&o.rangeMode, "range", string(calibrate.RangeSQNR), "activation range setting: minmax, percentile or sqnr")
-	f.Float64Var(&o.percentile, "percentile", calibrate.DefaultPercentile, "percentile for --range percentile")
+	f.StringVar(&o.rangeMode, "range", string(quantize.RangeSQNR), "activation range setting: minmax, percentile or sqnr")
+	f.Float64Var(&o.percentile, "percentile", quantize.DefaultPercentile, "percentile for --range percentile")
 	f.StringVar(&o.encVersion, "encodings-version", encodings.V1, "AIMET encodings version: 1.0.0 or 0.6.1")
 	f.StringVar(&o.stats, "stats", "", "use statistics from this file (gquant's or llama.cpp's imatrix) instead of running the model")
 	f.BoolVar(&o.force, "force", false, "overwrite existing outputs")
@@ -90,8 +92,8 @@ func (o *calibrateOptions) checkUsage() error {
 	case o.encVersion != encodings.V1 && o.encVersion != encodings.V061:
 		return usageErr("calibrate: --encodings-version: %q is not %s or %s", o.encVersion, encodings.V1, encodings.V061)
 	}
-	switch calibrate.RangeMode(o.rangeMode) {
-	case calibrate.RangeMinMax, calibrate.RangePercentile, calibrate.RangeSQNR:
+	switch quantize.RangeMode(o.rangeMode) {
+	case quantize.RangeMinMax, quantize.RangePercentile, quantize.RangeSQNR:
 	default:
 		return usageErr("calibrate: --range: %q is not minmax, percentile or sqnr", o.rangeMode)
 	}
@@ -128,11 +130,11 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 		}
 	}
 
-	var stats *calibrate.Stats
+	var st *stats.Stats
 	var spec *arch.Spec
 	statsWritten := false
 	if o.stats != "" {
-		if stats, err = calibrate.ReadStats(o.stats); err != nil {
+		if st, err = stats.Read(o.stats); err != nil {
 			return err
 		}
 		m, err := runtime.Load(model, runtime.Options{Threads: 1})
@@ -141,7 +143,11 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 		}
 		spec = m.Spec()
 		m.Close()
-		if err := stats.Validate(spec); err != nil {
+		sm, err := arch.StatsModel("", spec)
+		if err != nil {
+			return err
+		}
+		if err := st.Validate(sm); err != nil {
 			return err
 		}
 	} else {
@@ -164,9 +170,9 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 		if err != nil {
 			return err
 		}
-		stats, spec = res.Stats, res.Spec
+		st, spec = res.Stats, res.Spec
 		if !g.quiet {
-			m := stats.Meta
+			m := st.Meta
 			fmt.Fprintf(stderr, "calibrated on %d tokens (%d chunks of ≤ %d, %d pass(es)) in %.2f s: %.0f tokens/s\n",
 				res.Tokens, m.Chunks, m.Ctx, res.Passes, res.Seconds, res.TokensPerSecond)
 		}
@@ -174,23 +180,23 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 
 	var set *encodings.File
 	if o.w8a16 {
-		set, err = calibrate.W8A16(stats, model, spec, calibrate.RangeOptions{
-			Mode: calibrate.RangeMode(o.rangeMode), Percentile: o.percentile,
+		set, err = calibrate.W8A16(st, model, spec, quantize.RangeOptions{
+			Mode: quantize.RangeMode(o.rangeMode), Percentile: o.percentile,
 		})
 		if err != nil {
 			return err
 		}
 	}
 	if o.out != "" && !statsWritten {
-		if o.stats != "" && stats.Kind != "gquant" {
+		if o.stats != "" && st.Kind != "gquant" {
 			return fmt.Errorf("%s: -o: statistics from a llama.cpp imatrix cannot be rewritten as a gquant statistics file", o.stats)
 		}
-		if err := calibrate.WriteStats(o.out, stats); err != nil {
+		if err := stats.Write(o.out, st); err != nil {
 			return err
 		}
 	}
 	if o.imatrix != "" {
-		if err := stats.WriteImatrix(o.imatrix, o.processOutput); err != nil {
+		if err := st.WriteImatrix(o.imatrix, o.processOutput); err != nil {
 			return err
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/imatrix"
+	"github.com/gquant/gquant/formats/stats"
 )
 
 const (
@@ -32,7 +32,7 @@ func TestCalibrateCLI(t *testing.T) {
 	if stdout != "" || !strings.Contains(stderr, "calibrated on 128 tokens") || !strings.Contains(stderr, "tokens/s") {
 		t.Errorf("stdout %q, stderr %q", stdout, stderr)
 	}
-	s, err := calibrate.ReadStats(st)
+	s, err := stats.Read(st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestCalibrateRejectsBadStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := calibrate.ReadStats(st)
+	s, err := stats.Read(st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/convert"
+	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/quantize"
 )
 
@@ -63,8 +63,8 @@ func newConvertCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.groupSize, "group-size", 128, "gqf w4a16/w4a8: int4 group size (16, 32, 64, 128, 256)")
 	f.BoolVar(&o.sym, "sym", false, "gqf w4a16: symmetric int4 groups (no zero points)")
 	f.StringVar(&o.keep, "keep", "", "gqf 4-bit schemes: regexp of tensor names kept at 8 bits (default: token_embd and output; \"none\": nothing)")
-	f.StringVar(&o.rangeMode, "range", string(calibrate.RangeSQNR), "gqf: activation range setting from --stats: minmax, percentile or sqnr")
-	f.Float64Var(&o.percentile, "percentile", calibrate.DefaultPercentile, "gqf: percentile for --range percentile")
+	f.StringVar(&o.rangeMode, "range", string(quantize.RangeSQNR), "gqf: activation range setting from --stats: minmax, percentile or sqnr")
+	f.Float64Var(&o.percentile, "percentile", quantize.DefaultPercentile, "gqf: percentile for --range percentile")
 	f.Float64Var(&o.smooth, "smooth", 0, "gqf w4a8: SmoothQuant migration strength α in (0, 1] from --stats (0: none)")
 	f.BoolVar(&o.actOrder, "act-order", true, "--method gptq: process columns by decreasing Hessian diagonal (with static groups)")
 	f.Float64Var(&o.damp, "damp", 0.01, "--method gptq: damping, as a fraction of the mean Hessian diagonal")
@@ -149,7 +149,7 @@ func convertGGUFMethod(dir string, o *convertOptions, opts convert.Options) (*co
 	if o.splitMaxSize != "" {
 		return nil, usageErr("convert: --method %s: --split-max-size is not supported", o.method)
 	}
-	st, err := calibrate.ReadStats(o.stats)
+	st, err := stats.Read(o.stats)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func convertGGUFMethod(dir string, o *convertOptions, opts convert.Options) (*co
 func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string) error {
 	opts := convert.GQFOptions{
 		Scheme: o.scheme, Method: o.method, GroupSize: o.groupSize, Sym: o.sym, Keep: o.keep,
-		Range:  calibrate.RangeOptions{Mode: calibrate.RangeMode(o.rangeMode), Percentile: o.percentile},
+		Range:  quantize.RangeOptions{Mode: quantize.RangeMode(o.rangeMode), Percentile: o.percentile},
 		Smooth: o.smooth, GPTQ: quantize.GPTQOptions{Damp: o.damp, ActOrder: o.actOrder, StaticGroups: o.actOrder},
 		Threads: o.threads, MaxLen: o.maxLen, Encodings: o.encodings, Corpus: o.corpus,
 		Force: o.force, DryRun: o.dryRun, Version: version,
@@ -171,7 +171,7 @@ func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string
 		return usageErr("convert: --tensor-type applies to GGUF output (gqf: use --keep)")
 	}
 	if o.stats != "" {
-		st, err := calibrate.ReadStats(o.stats)
+		st, err := stats.Read(o.stats)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gquant/gquant/formats/encodings"
 	"github.com/gquant/gquant/formats/half"
 )
 
@@ -220,21 +221,13 @@ func QDQRows(e *Encoding, x []float32, dim int) {
 func CheckActivation(e *Encoding) error { return checkActivation(e) }
 
 // RangeEncoding is the per-tensor asymmetric encoding of [lo, hi] with bits-bit unsigned
-// codes in QNN's convention (float = (q + offset)·scale): the range is widened to include 0
-// and to at least 1e-4, scale = (hi − lo)/(2^bits − 1), offset = round(lo/scale).
+// codes in QNN's convention (encodings.Asymmetric), with lo and hi as its informational range.
 func RangeEncoding(lo, hi float64, bits int) *Encoding {
-	lo, hi = min(lo, 0), max(hi, 0)
-	if hi-lo < 1e-4 {
-		hi = lo + 1e-4
-	}
-	steps := float64(uint64(1)<<bits - 1)
-	scale := float32((hi - lo) / steps)
-	off := math.RoundToEven(lo / float64(scale))
-	off = max(-steps, min(0, off))
+	scale, off := encodings.Asymmetric(lo, hi, bits)
 	dt := DataType_UINT16
 	if bits <= 8 {
 		dt = DataType_UINT8
 	}
 	return &Encoding{Dtype: dt, Bits: uint32(bits), Granularity: Granularity_PER_TENSOR,
-		Scale: []float32{scale}, Offset: []int32{int32(off)}, Min: float32(lo), Max: float32(hi)}
+		Scale: []float32{scale}, Offset: []int32{off}, Min: float32(min(lo, 0)), Max: float32(max(hi, 0))}
 }

@@ -1,17 +1,14 @@
-package calibrate
+package stats
 
 import (
 	"fmt"
 	"math"
-
-	"github.com/gquant/gquant/runtime"
-	"github.com/gquant/gquant/runtime/arch"
 )
 
-// check verifies the statistics on their own: lengths agree with Cols, sums and Hessians are
+// Check verifies the statistics on their own: lengths agree with Cols, sums and Hessians are
 // finite (Σx² ≥ 0), activation extremes are finite and ordered, histograms well formed. All
 // problems are reported in one error naming the source and the tensor.
-func (s *Stats) check() error {
+func (s *Stats) Check() error {
 	var probs []string
 	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
 	for _, ls := range s.Linear {
@@ -90,39 +87,53 @@ func (s *Stats) check() error {
 	return nil
 }
 
-// Validate checks that the statistics belong to a model of this spec: the recorded model
-// identity (when known) matches, every linear weight of the blocks has statistics with the
-// right number of columns (output.weight may be absent, as llama-imatrix leaves it out), no
-// statistics name a tensor the model lacks, and, when the statistics hold activations, every
-// activation tensor of the graph has them. Problems are reported together, in one error.
-func (s *Stats) Validate(spec *arch.Spec) error {
-	if err := s.check(); err != nil {
+// Model is what statistics must fit: the model's identity and the inputs calibration
+// observes (runtime/arch's StatsModel builds it from a spec).
+type Model struct {
+	ID ModelID
+	// Weights lists every linear weight whose input is observed, in model order.
+	Weights []Weight
+	// Points names the model's observable activations (its graph's points).
+	Points []string
+}
+
+// Weight is one observed linear input.
+type Weight struct {
+	Name string
+	Cols int
+	// Leader is the weight whose input this one shares ("" for none).
+	Leader string
+	// Optional weights may be absent from statistics (the output, which llama-imatrix leaves
+	// out unless asked).
+	Optional bool
+}
+
+// Validate checks that the statistics belong to a model: the recorded model identity (when
+// known) matches, every linear weight of the blocks has statistics with the right number of
+// columns, no statistics name a tensor the model lacks, and every activation they hold is a
+// point of the model's graph; statistics with activations have every point, except those of
+// a version 1 file, written when fewer points were observed (their consumers calibrate the
+// others otherwise or leave them in float). Problems are reported together, in one error.
+func (s *Stats) Validate(m Model) error {
+	if err := s.Check(); err != nil {
 		return err
 	}
 	var probs []string
 	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
-	if id := s.Meta.Model; id.TensorsSHA256 != "" {
-		mine, err := idFromSpec("", spec)
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name(), err)
-		}
-		if id.TensorsSHA256 != mine.TensorsSHA256 {
-			return fmt.Errorf("%s: model: collected on %s (%s, hidden %d, %d layers, vocab %d), not on this model (%s, hidden %d, %d layers, vocab %d)",
-				s.name(), id.Name, id.Family, id.Hidden, id.Layers, id.Vocab, spec.Family, spec.Hidden, spec.Layers, spec.Vocab)
-		}
+	if id := s.Meta.Model; id.TensorsSHA256 != "" && m.ID.TensorsSHA256 != "" && id.TensorsSHA256 != m.ID.TensorsSHA256 {
+		mine := m.ID
+		return fmt.Errorf("%s: model: collected on %s (%s, hidden %d, %d layers, vocab %d), not on this model (%s, hidden %d, %d layers, vocab %d)",
+			s.name(), id.Name, id.Family, id.Hidden, id.Layers, id.Vocab, mine.Family, mine.Hidden, mine.Layers, mine.Vocab)
 	}
-	names, cols, _, err := linearWeights(spec)
-	if err != nil {
-		return fmt.Errorf("%s: %w", s.name(), err)
-	}
-	output := arch.TensorRef{Role: arch.Output, Layer: -1}.GGUFName()
-	for _, n := range names {
-		ls := s.LinearFor(n)
+	cols := map[string]int{}
+	for _, w := range m.Weights {
+		cols[w.Name] = w.Cols
+		ls := s.LinearFor(w.Name)
 		switch {
-		case ls == nil && n != output:
-			bad("%s: missing", n)
-		case ls != nil && ls.Cols != cols[n]:
-			bad("%s: statistics of %d columns, the model's weight has %d", n, ls.Cols, cols[n])
+		case ls == nil && !w.Optional:
+			bad("%s: missing", w.Name)
+		case ls != nil && ls.Cols != w.Cols:
+			bad("%s: statistics of %d columns, the model's weight has %d", w.Name, ls.Cols, w.Cols)
 		}
 	}
 	for _, ls := range s.Linear {
@@ -130,17 +141,19 @@ func (s *Stats) Validate(spec *arch.Spec) error {
 			bad("%s: not a linear weight of this model", ls.Weight)
 		}
 	}
-	if len(s.Acts) > 0 {
-		want := map[string]bool{}
-		for _, n := range runtime.ActivationNames(spec) {
-			want[n] = true
+	want := map[string]bool{}
+	for _, n := range m.Points {
+		want[n] = true
+	}
+	for _, a := range s.Acts {
+		if !want[a.Name] {
+			bad("activation %s: not an activation of this model", a.Name)
+		}
+	}
+	if len(s.Acts) > 0 && s.Version != 1 {
+		for _, n := range m.Points {
 			if s.Act(n) == nil {
 				bad("activation %s: missing", n)
-			}
-		}
-		for _, a := range s.Acts {
-			if !want[a.Name] {
-				bad("activation %s: not an activation of this model", a.Name)
 			}
 		}
 	}

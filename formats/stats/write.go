@@ -1,4 +1,4 @@
-package calibrate
+package stats
 
 import (
 	"encoding/binary"
@@ -8,11 +8,13 @@ import (
 	"github.com/gquant/gquant/formats/gguf"
 )
 
-// StatsType is general.type of a gquant statistics file.
-const StatsType = "gquant.calibration"
+// Type is general.type of a gquant statistics file.
+const Type = "gquant.calibration"
 
-// StatsVersion is the version of the statistics file layout (calibration.version).
-const StatsVersion = 1
+// Version is the version of the statistics file layout (calibration.version) this package
+// writes. Version 2 holds every point of the model's graph; version 1 files (read too) hold
+// the runtime's named activations of the time, a subset.
+const Version = 2
 
 // Metadata keys of the statistics file.
 const (
@@ -35,17 +37,17 @@ const (
 	sufHeldRange  = ".held_range"
 )
 
-// WriteStats writes statistics to path (temporary file, then rename). With Meta.Hessian every
+// Write writes statistics to path (temporary file, then rename). With Meta.Hessian every
 // weight that shares no input must carry its Hessian.
-func WriteStats(path string, s *Stats) error {
-	if err := s.check(); err != nil {
+func Write(path string, s *Stats) error {
+	if err := s.Check(); err != nil {
 		return err
 	}
-	w, err := createStats(path, s)
+	w, err := Create(path, s)
 	if err != nil {
 		return err
 	}
-	defer w.abort()
+	defer w.Abort()
 	if s.Meta.Hessian {
 		for _, ls := range s.Linear {
 			if ls.SharesInputOf != "" {
@@ -58,16 +60,16 @@ func WriteStats(path string, s *Stats) error {
 			if h == nil {
 				return fmt.Errorf("%s: %s: no Hessian", path, ls.Weight)
 			}
-			if err := w.writeHessian(ls.Weight, h); err != nil {
+			if err := w.WriteHessian(ls.Weight, h); err != nil {
 				return err
 			}
 		}
 	}
-	return w.commit()
+	return w.Commit()
 }
 
-// statsWriter writes a statistics file whose Hessians arrive later, one at a time.
-type statsWriter struct {
+// Writer writes a statistics file whose Hessians arrive later, one at a time.
+type Writer struct {
 	path    string
 	w       *gguf.Writer
 	hessIdx map[string]int
@@ -75,8 +77,8 @@ type statsWriter struct {
 	buf     []byte // writeF64s's
 }
 
-// createStats lays out the file and writes everything but the Hessians.
-func createStats(path string, s *Stats) (*statsWriter, error) {
+// Create lays out the file and writes everything but the Hessians.
+func Create(path string, s *Stats) (*Writer, error) {
 	m := s.Meta
 	id := m.Model
 	var shared []string
@@ -87,8 +89,8 @@ func createStats(path string, s *Stats) (*statsWriter, error) {
 	}
 	u32 := func(v int) uint32 { return uint32(v) }
 	h := &gguf.Header{KVs: []gguf.KV{
-		{Key: "general.type", Value: StatsType},
-		{Key: keyVer, Value: uint32(StatsVersion)},
+		{Key: "general.type", Value: Type},
+		{Key: keyVer, Value: uint32(Version)},
 		{Key: keyPrefix + "model.name", Value: id.Name},
 		{Key: keyPrefix + "model.family", Value: id.Family},
 		{Key: keyPrefix + "model.hidden", Value: u32(id.Hidden)},
@@ -141,44 +143,44 @@ func createStats(path string, s *Stats) (*statsWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	sw := &statsWriter{path: path, w: w, hessIdx: hessIdx}
+	sw := &Writer{path: path, w: w, hessIdx: hessIdx}
 	for i, b := range data {
 		if b == nil {
 			continue
 		}
 		if err := w.WriteTensor(i, b); err != nil {
-			sw.abort()
+			sw.Abort()
 			return nil, err
 		}
 	}
 	return sw, nil
 }
 
-// writeHessian writes one weight's Hessian.
-func (sw *statsWriter) writeHessian(weight string, h []float64) error {
+// WriteHessian writes one weight's Hessian.
+func (sw *Writer) WriteHessian(weight string, h []float64) error {
 	i, ok := sw.hessIdx[weight]
 	if !ok {
 		return fmt.Errorf("%s: %s: no Hessian slot", sw.path, weight)
 	}
 	if err := sw.writeF64s(i, h); err != nil {
-		sw.abort()
+		sw.Abort()
 		return err
 	}
 	return nil
 }
 
-// commit finishes the file.
-func (sw *statsWriter) commit() error {
+// Commit finishes the file.
+func (sw *Writer) Commit() error {
 	if err := sw.w.Commit(); err != nil {
-		sw.abort()
+		sw.Abort()
 		return err
 	}
 	sw.done = true
 	return nil
 }
 
-// abort removes the temporary file unless the file was committed.
-func (sw *statsWriter) abort() {
+// Abort removes the temporary file unless the file was committed.
+func (sw *Writer) Abort() {
 	if !sw.done {
 		sw.w.Abort()
 		sw.done = true
@@ -196,7 +198,7 @@ func f64Bytes(v []float64) []byte {
 
 // writeF64s writes float64s as tensor i, little-endian, through a reused 1 MB buffer: a
 // Hessian encoded whole would be a garbage copy of up to hundreds of MB per tensor.
-func (sw *statsWriter) writeF64s(i int, v []float64) error {
+func (sw *Writer) writeF64s(i int, v []float64) error {
 	if sw.buf == nil {
 		sw.buf = make([]byte, 1<<20)
 	}

@@ -1,4 +1,4 @@
-package calibrate
+package stats
 
 import (
 	"bytes"
@@ -13,10 +13,10 @@ import (
 	"github.com/gquant/gquant/formats/imatrix"
 )
 
-// ReadStats reads statistics: a gquant statistics file, or a llama.cpp imatrix file (GGUF or
+// Read reads statistics: a gquant statistics file, or a llama.cpp imatrix file (GGUF or
 // legacy .dat), which gives Σx² and counts (and Σx when present) only. The statistics are
 // checked (finite sums, consistent shapes); Validate checks them against a model.
-func ReadStats(path string) (*Stats, error) {
+func Read(path string) (*Stats, error) {
 	head := make([]byte, 4)
 	f, err := os.Open(path)
 	if err != nil {
@@ -39,15 +39,15 @@ func ReadStats(path string) (*Stats, error) {
 	switch typ {
 	case imatrix.TypeImatrix:
 		return readImatrix(path)
-	case StatsType:
+	case Type:
 	default:
-		return nil, fmt.Errorf("%s: general.type: %q is neither %q nor %q", path, typ, StatsType, imatrix.TypeImatrix)
+		return nil, fmt.Errorf("%s: general.type: %q is neither %q nor %q", path, typ, Type, imatrix.TypeImatrix)
 	}
 	s, err := parseStats(gf)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.check(); err != nil {
+	if err := s.Check(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -80,7 +80,7 @@ func readImatrix(path string) (*Stats, error) {
 		s.Linear = append(s.Linear, ls)
 	}
 	s.index()
-	if err := s.check(); err != nil {
+	if err := s.Check(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -123,10 +123,11 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 		}
 		return v
 	}
-	if v := u32("version"); len(probs) == 0 && v != StatsVersion {
-		return nil, fmt.Errorf("%s: %s: version %d, this gquant reads version %d", path, keyVer, v, StatsVersion)
+	v := u32("version")
+	if len(probs) == 0 && (v < 1 || v > Version) {
+		return nil, fmt.Errorf("%s: %s: version %d, this gquant reads versions 1 to %d", path, keyVer, v, Version)
 	}
-	s := &Stats{Source: path, Kind: "gquant"}
+	s := &Stats{Source: path, Kind: "gquant", Version: v}
 	m := &s.Meta
 	m.Model = ModelID{
 		Name: str("model.name"), Family: str("model.family"),

@@ -1,21 +1,16 @@
-package calibrate
+package stats
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"math"
-	"strings"
-
-	"github.com/gquant/gquant/runtime/arch"
 )
 
 // ModelID identifies the model statistics were collected on: its dimensions and a digest of
-// its tensor list. Statistics fit another model only when the two agree.
+// its tensor list (runtime/arch's StatsModel computes it). Statistics fit another model only
+// when the two agree.
 type ModelID struct {
 	Name, Family                                                 string
 	Hidden, Intermediate, Layers, Heads, KVHeads, HeadDim, Vocab int
-	// TensorsSHA256 is the SHA-256 of the model's tensor list (see TensorsDigest).
+	// TensorsSHA256 is the SHA-256 of the model's tensor list (see arch.TensorsDigest).
 	TensorsSHA256 string
 	// ConfigSHA256 is the SHA-256 of config.json ("" when unknown or for a GGUF model).
 	ConfigSHA256 string
@@ -41,7 +36,10 @@ type Stats struct {
 	// Kind says where they come from: "gquant", "imatrix" (llama.cpp GGUF imatrix) or
 	// "imatrix-dat" (legacy .dat, whose Sum2 holds mean·ncall and Count ncall).
 	Kind string
-	Meta Meta
+	// Version is the file layout's (gquant statistics: 1 or 2; 0 for statistics collected by
+	// this process or read from an imatrix).
+	Version int
+	Meta    Meta
 	// Linear holds one entry per linear weight, in model order (in name order for an
 	// imatrix file).
 	Linear []*LinearStats
@@ -51,6 +49,9 @@ type Stats struct {
 	linear map[string]*LinearStats
 	acts   map[string]*ActStats
 }
+
+// Reindex rebuilds the lookups of LinearFor and Act after Linear or Acts were edited.
+func (s *Stats) Reindex() { s.index() }
 
 // index (re)builds the lookup maps.
 func (s *Stats) index() {
@@ -156,80 +157,6 @@ func (s *Stats) ActRange(name string) (lo, hi float32, ok bool) {
 		return 0, 0, false
 	}
 	return a.Min, a.Max, true
-}
-
-// TensorsDigest is the SHA-256 (hex) of a tensor list, one "name d0,d1\n" line per tensor (GGUF
-// name, HF shape), in the order given.
-func TensorsDigest(ts []arch.Tensor) string {
-	h := sha256.New()
-	for _, t := range ts {
-		dims := make([]string, len(t.Shape))
-		for i, d := range t.Shape {
-			dims[i] = fmt.Sprint(d)
-		}
-		fmt.Fprintf(h, "%s %s\n", t.Ref.GGUFName(), strings.Join(dims, ","))
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// modelTensors returns the tensors of a model of this spec (rope_freqs excluded).
-func modelTensors(spec *arch.Spec) ([]arch.Tensor, error) {
-	for _, f := range arch.Families() {
-		if f.Name() == spec.Family {
-			var ts []arch.Tensor
-			for _, t := range f.Tensors(spec) {
-				if !t.Generated {
-					ts = append(ts, t)
-				}
-			}
-			return ts, nil
-		}
-	}
-	return nil, fmt.Errorf("family %q is unknown", spec.Family)
-}
-
-// idFromSpec builds a ModelID (without the config digest) from a spec.
-func idFromSpec(name string, spec *arch.Spec) (ModelID, error) {
-	ts, err := modelTensors(spec)
-	if err != nil {
-		return ModelID{}, err
-	}
-	return ModelID{
-		Name: name, Family: spec.Family,
-		Hidden: spec.Hidden, Intermediate: spec.Intermediate, Layers: spec.Layers,
-		Heads: spec.Heads, KVHeads: spec.KVHeads, HeadDim: spec.HeadDim, Vocab: spec.Vocab,
-		TensorsSHA256: TensorsDigest(ts),
-	}, nil
-}
-
-// linearWeights lists the weights whose inputs are observed, in model order, with their
-// column counts and the weight whose input each shares (q: k and v; gate: up); the output
-// (possibly tied to token_embd) comes last as "output.weight".
-func linearWeights(spec *arch.Spec) (names []string, cols map[string]int, leader map[string]string, err error) {
-	ts, err := modelTensors(spec)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	cols = map[string]int{}
-	leader = map[string]string{}
-	for _, t := range ts {
-		if !t.Ref.Role.IsLinear() {
-			continue
-		}
-		n := t.Ref.GGUFName()
-		names = append(names, n)
-		cols[n] = t.Shape[len(t.Shape)-1]
-		switch t.Ref.Role {
-		case arch.AttnK, arch.AttnV:
-			leader[n] = arch.TensorRef{Role: arch.AttnQ, Layer: t.Ref.Layer}.GGUFName()
-		case arch.FFNUp:
-			leader[n] = arch.TensorRef{Role: arch.FFNGate, Layer: t.Ref.Layer}.GGUFName()
-		}
-	}
-	out := arch.TensorRef{Role: arch.Output, Layer: -1}.GGUFName()
-	names = append(names, out)
-	cols[out] = spec.Hidden
-	return names, cols, leader, nil
 }
 
 // finite reports whether every value is finite (and ≥ 0 when nonNeg); bad is the first

@@ -1,9 +1,15 @@
-package calibrate
+package quantize
 
 import (
 	"fmt"
 	"math"
+
+	"github.com/gquant/gquant/formats/encodings"
+	"github.com/gquant/gquant/formats/stats"
 )
+
+// Range setting: an activation's quantization range from its calibration statistics
+// (formats/stats), for the static activation encodings of QNN schemes.
 
 // RangeMode chooses how an activation's quantization range is set from its statistics.
 type RangeMode string
@@ -34,8 +40,8 @@ type RangeOptions struct {
 	Bits int
 }
 
-// normalize fills in defaults and checks the options.
-func (o RangeOptions) normalize() (RangeOptions, error) {
+// Normalize fills in defaults and checks the options.
+func (o RangeOptions) Normalize() (RangeOptions, error) {
 	if o.Mode == "" {
 		o.Mode = RangeSQNR
 	}
@@ -59,8 +65,8 @@ func (o RangeOptions) normalize() (RangeOptions, error) {
 	return o, nil
 }
 
-// Range returns the range [lo, hi] of an activation under the options (already normalized).
-func (a *ActStats) Range(o RangeOptions) (lo, hi float64) {
+// ActRange returns the range [lo, hi] of an activation under the options (already normalized).
+func ActRange(a *stats.ActStats, o RangeOptions) (lo, hi float64) {
 	lo, hi = float64(a.Min), float64(a.Max)
 	switch o.Mode {
 	case RangePercentile:
@@ -68,7 +74,7 @@ func (a *ActStats) Range(o RangeOptions) (lo, hi float64) {
 		return a.Hist.Quantile(1-q, lo, hi), a.Hist.Quantile(q, lo, hi)
 	case RangeSQNR:
 		a0, b0 := sqnrRange(&a.Hist, lo, hi, o.Bits)
-		below, above := a.unseenGap()
+		below, above := unseenGap(a)
 		return a0 - below, b0 + above
 	}
 	return lo, hi
@@ -82,7 +88,7 @@ const MaxWiden = 0.05
 // extrapolation gap between the fit chunks' extremes and the held-out chunks' (how far the
 // held-out extremes pass the fit ones, a "next record" estimate), each capped at MaxWiden of
 // the range. It is 0 without held-out extremes.
-func (a *ActStats) unseenGap() (below, above float64) {
+func unseenGap(a *stats.ActStats) (below, above float64) {
 	if !a.Held {
 		return 0, 0
 	}
@@ -101,7 +107,7 @@ const sqnrCandidates = 256
 // each, values outside their clipping error (x − a)² or (x − b)², with each bin's values at its
 // centre. Minimising the noise maximises the SQNR, the signal being fixed. Candidates for a
 // run from the minimum up to the median, for b from the maximum down to it.
-func sqnrRange(h *Histogram, lo, hi float64, bits int) (float64, float64) {
+func sqnrRange(h *stats.Histogram, lo, hi float64, bits int) (float64, float64) {
 	n := len(h.Counts)
 	first, last := -1, -1
 	for k, c := range h.Counts {
@@ -119,7 +125,8 @@ func sqnrRange(h *Histogram, lo, hi float64, bits int) (float64, float64) {
 	pn, p1, p2 := make([]float64, n+1), make([]float64, n+1), make([]float64, n+1)
 	for k, cnt := range h.Counts {
 		c := (float64(h.Start+int64(k)) + 0.5) * h.Width
-		pn[k+1], p1[k+1], p2[k+1] = pn[k]+cnt, p1[k]+cnt*c, p2[k]+cnt*c*c
+		// explicit conversions: no fused multiply-add, so the bits do not depend on GOAMD64
+		pn[k+1], p1[k+1], p2[k+1] = pn[k]+cnt, p1[k]+float64(cnt*c), p2[k]+float64(cnt*c*c)
 	}
 	total := pn[n]
 	median := first
@@ -154,20 +161,39 @@ func sqnrRange(h *Histogram, lo, hi float64, bits int) (float64, float64) {
 	for _, ca := range los {
 		// Values in bins below ca.k are clipped up to a.
 		a := ca.v
-		below := p2[ca.k] - 2*a*p1[ca.k] + a*a*pn[ca.k]
+		below := p2[ca.k] - float64(2*a*p1[ca.k]) + float64(a*a*pn[ca.k])
 		for _, cb := range his {
 			b := cb.v
 			if b <= a {
 				continue
 			}
-			above := (p2[n] - p2[cb.k+1]) - 2*b*(p1[n]-p1[cb.k+1]) + b*b*(pn[n]-pn[cb.k+1])
+			above := (p2[n] - p2[cb.k+1]) - float64(2*b*(p1[n]-p1[cb.k+1])) + float64(b*b*(pn[n]-pn[cb.k+1]))
 			inside := pn[cb.k+1] - pn[ca.k]
 			d := (math.Max(b, 0) - math.Min(a, 0)) / steps
-			noise := below + above + inside*d*d/12
+			noise := below + above + float64(inside*d*d/12)
 			if noise < best {
 				best, bestA, bestB = noise, a, b
 			}
 		}
 	}
 	return bestA, bestB
+}
+
+// ActivationEncodings returns an o.Bits-bit (default 16) asymmetric per-tensor encoding for
+// every activation of the statistics, in their order, with ranges set by o.
+func ActivationEncodings(s *stats.Stats, o RangeOptions) ([]encodings.Encoding, error) {
+	o, err := o.Normalize()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Source, err)
+	}
+	if len(s.Acts) == 0 {
+		return nil, fmt.Errorf("%s: no activation statistics (an imatrix holds none; run gquant calibrate)", s.Source)
+	}
+	out := make([]encodings.Encoding, 0, len(s.Acts))
+	for _, a := range s.Acts {
+		lo, hi := ActRange(a, o)
+		sc, off := encodings.Asymmetric(lo, hi, o.Bits)
+		out = append(out, encodings.Encoding{Name: a.Name, Type: encodings.PerTensor, Dtype: encodings.Int, Bitwidth: o.Bits, Scale: []float32{sc}, Offset: []int32{off}})
+	}
+	return out, nil
 }

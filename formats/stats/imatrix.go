@@ -1,4 +1,4 @@
-package calibrate
+package stats
 
 import (
 	"fmt"

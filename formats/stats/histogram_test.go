@@ -1,4 +1,4 @@
-package calibrate
+package stats
 
 import (
 	"math"
@@ -9,7 +9,7 @@ import (
 // addAll feeds values in batches the way the collector does.
 func addAll(a *ActStats, xs []float32, batch int) {
 	for i := 0; i < len(xs); i += batch {
-		a.add(xs[i:min(i+batch, len(xs))], false)
+		a.Add(xs[i:min(i+batch, len(xs))], false)
 	}
 }
 
@@ -63,8 +63,8 @@ func TestHistogramCounts(t *testing.T) {
 // overflowing, and still counts everything.
 func TestHistogramFromZeros(t *testing.T) {
 	a := &ActStats{}
-	a.add(make([]float32, 10), false)
-	a.add([]float32{3e38, -2e38, 1}, false)
+	a.Add(make([]float32, 10), false)
+	a.Add([]float32{3e38, -2e38, 1}, false)
 	if got := a.Hist.Total(); got != 13 {
 		t.Fatalf("total %g, want 13", got)
 	}
@@ -72,7 +72,7 @@ func TestHistogramFromZeros(t *testing.T) {
 	if lo > -2e38 || hi <= 3e38 {
 		t.Errorf("bounds [%g, %g] miss the values", lo, hi)
 	}
-	if bad := a.add([]float32{float32(math.NaN()), 1}, false); bad != 1 || a.Hist.Total() != 13 {
+	if bad := a.Add([]float32{float32(math.NaN()), 1}, false); bad != 1 || a.Hist.Total() != 13 {
 		t.Errorf("NaN: %d bad, total %g", bad, a.Hist.Total())
 	}
 }
@@ -90,38 +90,6 @@ func TestQuantile(t *testing.T) {
 		got := a.Hist.Quantile(q, float64(a.Min), float64(a.Max))
 		if want := -2 + 6*q; math.Abs(got-want) > 0.02 {
 			t.Errorf("quantile %g: %g, want %g", q, got, want)
-		}
-	}
-}
-
-// addOuter split over goroutines gives the bits of one goroutine, and both the naive float64
-// sums (upper triangle).
-func TestAddOuterParallel(t *testing.T) {
-	defer func(v int) { parallelOuterWork = v }(parallelOuterWork)
-	parallelOuterWork = 0
-	r := rand.New(rand.NewPCG(7, 8))
-	const n, c = 37, 83 // odd sizes: blocks of four and single rows
-	x := make([]float32, n*c)
-	for i := range x {
-		x[i] = float32(r.NormFloat64())
-	}
-	one, many := make([]float64, c*c), make([]float64, c*c)
-	var s1, s3 []float64
-	addOuter(one, x, n, c, 1, &s1)
-	addOuter(many, x, n, c, 3, &s3)
-	addOuter(one, x[:5*c], 5, c, 1, &s1) // a second call accumulates
-	addOuter(many, x[:5*c], 5, c, 3, &s3)
-	for i := 0; i < c; i++ {
-		for j := i; j < c; j++ {
-			var want float64
-			for _, rows := range []int{n, 5} {
-				for tt := 0; tt < rows; tt++ {
-					want += float64(x[tt*c+i]) * float64(x[tt*c+j])
-				}
-			}
-			if one[i*c+j] != many[i*c+j] || math.Abs(one[i*c+j]-want) > 1e-12*math.Max(1, math.Abs(want)) {
-				t.Fatalf("H[%d,%d]: %g (one goroutine) %g (three), want %g", i, j, one[i*c+j], many[i*c+j], want)
-			}
 		}
 	}
 }
