@@ -158,3 +158,146 @@ func BenchmarkGEMMSpeedup(b *testing.B) {
 		})
 	}
 }
+
+// The gqf group formats of the benchmarks, with their activation modes.
+var benchGroupFormats = []struct {
+	f    GroupFormat
+	mode ActMode
+}{
+	{GroupFormat{4, 128, false}, ActFloat}, {GroupFormat{4, 128, false}, ActQuant},
+	{GroupFormat{4, 64, true}, ActFloat}, {GroupFormat{4, 64, true}, ActQuant},
+	{GroupFormat{8, 0, true}, ActFloat}, {GroupFormat{8, 0, true}, ActQuant},
+}
+
+// benchGroupShapes are Qwen3-0.6B's projections: down (1024×3072 is 1024 rows of 3072), gate/up
+// (3072×1024) and q (2048×1024), and the o projection's 1024×2048 is left out; 1024x4096 is the
+// square-ish shape of BenchmarkMatMul.
+var benchGroupShapes = []struct{ rows, cols int }{{1024, 4096}, {3072, 1024}, {2048, 1024}}
+
+// benchGroupMatrices returns copies of one random group matrix, enough to exceed
+// benchColdBytes when cold is set.
+func benchGroupMatrices(b *testing.B, f GroupFormat, rows, cols int, cold bool) []*Matrix {
+	rng := rand.New(rand.NewPCG(5, uint64(f.Type())))
+	c := genGroupCase(rng, f, rows, cols, gkRandom)
+	m := c.matrix(b)
+	n := 1
+	if cold {
+		n = max(1, benchColdBytes/len(m.Data))
+	}
+	ms := []*Matrix{m}
+	for len(ms) < n {
+		ms = append(ms, c.matrix(b))
+	}
+	return ms
+}
+
+// BenchmarkGroupMatVec measures decode (one token) with the gqf formats, the weights streamed
+// from memory (copies cycled past benchColdBytes), beside the Q4_0 product of the same shape
+// and implementation in the same run: GB/s of packed weights read, tok/s, and x_q4_0 = Q4_0's
+// time over the format's (above 1: faster than Q4_0).
+//
+//	go test -run - -bench 'GroupMatVec' -benchtime 200x ./runtime/kernels/
+func BenchmarkGroupMatVec(b *testing.B) {
+	for _, sh := range benchGroupShapes {
+		var q4 []*Matrix
+		for _, gf := range benchGroupFormats {
+			var ms []*Matrix
+			for _, impl := range Impls() {
+				name := fmt.Sprintf("%v/%s/%dx%d/%s", gf.f, benchModeName(gf.mode), sh.rows, sh.cols, impl)
+				b.Run(name, func(b *testing.B) {
+					if ms == nil {
+						ms = benchGroupMatrices(b, gf.f, sh.rows, sh.cols, true)
+					}
+					if q4 == nil {
+						q4 = benchMatrices(b, Q4_0, sh.rows, sh.cols)
+					}
+					restore, _ := SetImpl(impl)
+					defer restore()
+					x := make([]float32, sh.cols)
+					for i := range x {
+						x[i] = float32(i%7) - 3
+					}
+					y := make([]float32, sh.rows)
+					var s Scratch
+					for _, m := range ms {
+						m.Mode = gf.mode
+					}
+					for _, m := range q4 {
+						m.Pack()
+					}
+					var tg, tq time.Duration
+					for i := 0; b.Loop(); i++ {
+						t0 := time.Now()
+						ms[i%len(ms)].MatVec(y, x, 0, sh.rows, &s)
+						t1 := time.Now()
+						q4[i%len(q4)].MatVec(y, x, 0, sh.rows, &s)
+						tg, tq = tg+t1.Sub(t0), tq+time.Since(t1)
+					}
+					n := float64(b.N)
+					b.ReportMetric(float64(ms[0].Bytes())*n/tg.Seconds()/1e9, "GB/s")
+					b.ReportMetric(n/tg.Seconds(), "tok/s")
+					b.ReportMetric(float64(tq)/float64(tg), "x_q4_0")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkGroupMatMul measures prefill (64 and 512 tokens, weights in cache across tokens)
+// with the gqf formats, per implementation, beside the Q4_0 product of the same shape,
+// implementation and token count in the same run: tok/s and x_q4_0 = Q4_0's time over the
+// format's. The products include the activations' preparation, as MatMul does.
+//
+//	go test -run - -bench 'GroupMatMul' -benchtime 10x ./runtime/kernels/
+func BenchmarkGroupMatMul(b *testing.B) {
+	for _, nTok := range []int{64, 512} {
+		for _, sh := range benchGroupShapes {
+			var q4 *Matrix
+			for _, gf := range benchGroupFormats {
+				var m *Matrix
+				for _, impl := range Impls() {
+					if impl == "generic" && nTok > 64 {
+						continue // seconds per product
+					}
+					name := fmt.Sprintf("%v/%s/%dtok/%dx%d/%s", gf.f, benchModeName(gf.mode), nTok, sh.rows, sh.cols, impl)
+					b.Run(name, func(b *testing.B) {
+						if m == nil {
+							m = benchGroupMatrices(b, gf.f, sh.rows, sh.cols, false)[0]
+						}
+						if q4 == nil {
+							q4 = benchMatrices(b, Q4_0, sh.rows, sh.cols)[0]
+						}
+						restore, _ := SetImpl(impl)
+						defer restore()
+						m.Mode = gf.mode
+						q4.Pack()
+						X := make([]float32, nTok*sh.cols)
+						for i := range X {
+							X[i] = float32(i%11) - 5
+						}
+						Y := make([]float32, nTok*sh.rows)
+						var s Scratch
+						var tg, tq time.Duration
+						for b.Loop() {
+							t0 := time.Now()
+							m.MatMul(Y, X, nTok, 0, sh.rows, &s)
+							t1 := time.Now()
+							q4.MatMul(Y, X, nTok, 0, sh.rows, &s)
+							tg, tq = tg+t1.Sub(t0), tq+time.Since(t1)
+						}
+						b.ReportMetric(float64(nTok)*float64(b.N)/tg.Seconds(), "tok/s")
+						b.ReportMetric(float64(tq)/float64(tg), "x_q4_0")
+					})
+				}
+			}
+		}
+	}
+}
+
+// benchModeName names a group matrix's activation mode.
+func benchModeName(m ActMode) string {
+	if m == ActQuant {
+		return "a8"
+	}
+	return "a16"
+}

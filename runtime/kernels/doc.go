@@ -64,7 +64,15 @@
 // A token with a NaN or an infinity among its activations gets NaN outputs. The generic Go
 // code is the reference.
 //
-// The generic code always reads the ggml layout in Matrix.Data. For threads, Pool runs a
+// Assembly for the gqf group matrices ("avx512vnni" and "amx"; gemm_group_amd64.s): the
+// activations are quantized by AVX-512 code (quant_group_amd64.s, VDIVPS and round-to-even
+// conversion: the Go quantizer's bits) into a chunk-major copy in the order the kernels read
+// it; one token runs a GEMV kernel (VPDPWSSD for a16, VPDPBUSD for a8, the 16 lanes of a
+// vector being 16 rows, software prefetch), batches run the same kernels on tiles of 8 and 4
+// tokens that decode each 64-byte chunk of weights once for the whole tile.
+//
+// The generic code always reads the ggml layout in Matrix.Data (and the packed layout of
+// group matrices). For threads, Pool runs a
 // product's row ranges on persistent workers (Run: one contiguous chunk per worker;
 // RunDynamic: small chunks handed to whichever worker is free, which keeps a job going when
 // another process takes a core); prepare the activations once (Matrix.Prepare, or

@@ -3,6 +3,7 @@ package kernels
 import (
 	"math"
 	"sync"
+	"unsafe"
 )
 
 // Activations of group matrices (group.go). The codes and scales are the same in every
@@ -60,8 +61,8 @@ func (a *Acts) groupSize() {
 	}
 }
 
-// groupScratch holds one token's natural-order codes while they are scattered into a chunk or
-// AMX layout.
+// groupScratch holds one token's codes, scales and sums while they are scattered into a
+// multi-token layout.
 type groupScratch struct {
 	q16 []int16
 	q8  []int8
@@ -71,12 +72,70 @@ type groupScratch struct {
 
 var groupScratchPool = sync.Pool{New: func() any { return new(groupScratch) }}
 
+// Orders of 16 consecutive a16 codes: as they are (glNatural, glAMX), and the VPDPWSSD pair
+// orders of glChunk (int4 per 8: k0 k2 k4 k6 k1 k3 k5 k7; int8 per 4: k0 k2 k1 k3).
+var (
+	groupPermNone = [16]uint16{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	groupPermI4   = [16]uint16{0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15}
+	groupPermI8   = [16]uint16{0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15}
+)
+
+// groupQuant16Go is groupQuantA16 with the codes of each 16 (4 when the block is shorter)
+// reordered by perm (dst[p] = src[perm[p]]): the reference of implTable.groupQuant16.
+func groupQuant16Go(q []int16, d []float32, sums []int32, x []float32, unit int, perm *[16]uint16) {
+	groupQuantA16(q, d, sums, x, unit)
+	if perm == &groupPermNone {
+		return
+	}
+	var tmp [16]int16
+	for b := 0; b < len(d); b++ {
+		qb := q[b*unit : (b+1)*unit]
+		for o := 0; o < unit; o += 16 {
+			v := qb[o:min(o+16, unit)]
+			copy(tmp[:], v)
+			for p := range v {
+				v[p] = tmp[perm[p]]
+			}
+		}
+	}
+}
+
+// groupQuant8Go is groupQuantA8 with the code sums of each unit written to sums (when not nil):
+// the reference of implTable.groupQuant8.
+func groupQuant8Go(q []int8, sums []int32, x []float32, unit int) float32 {
+	d := groupQuantA8(q, x)
+	for u := range sums {
+		var s int32
+		for _, v := range q[u*unit : (u+1)*unit] {
+			s += int32(v)
+		}
+		sums[u] = s
+	}
+	return d
+}
+
+// groupSplitGo splits a16 codes as a = 256·h + l into hi (h = a>>8) and lo (l = a&255): the
+// reference of implTable.groupSplit.
+func groupSplitGo(q []int16, hi, lo []byte) {
+	for k, v := range q {
+		hi[k], lo[k] = byte(v>>8), byte(v)
+	}
+}
+
 // groupConvert quantizes tokens [t0,t1) of X into a (sized by groupSize).
 func (a *Acts) groupConvert(X []float32, t0, t1 int) {
 	cols, n, unit := a.cols, a.nTok, a.grp.unit
 	nb := cols / unit
+	q16, q8, split := groupQuant16Go, groupQuant8Go, groupSplitGo
+	if im := a.impl; im.groupQuant16 != nil {
+		q16, q8, split = im.groupQuant16, im.groupQuant8, im.groupSplit
+	}
+	w, perm := 8, &groupPermI4 // elements per chunk (glChunk) and their a16 order
+	if a.grp.bits == 8 {
+		w, perm = 4, &groupPermI8
+	}
 	var sc *groupScratch
-	if a.glay != glNatural {
+	if a.glay == glAMX || a.glay == glChunk && n > 1 {
 		sc = groupScratchPool.Get().(*groupScratch)
 		defer groupScratchPool.Put(sc)
 		sc.q16, sc.q8 = growI16(sc.q16, cols), growI8(sc.q8, cols)
@@ -85,68 +144,53 @@ func (a *Acts) groupConvert(X []float32, t0, t1 int) {
 	nPad := (n + 15) &^ 15
 	for t := t0; t < t1; t++ {
 		x := X[t*cols : (t+1)*cols]
-		if a.kind == actG16 {
-			if a.glay == glNatural {
-				groupQuantA16(a.g16[t*cols:(t+1)*cols], a.gd[t*nb:(t+1)*nb], nil, x, unit)
-				continue
+		switch a16 := a.kind == actG16; {
+		case a16 && a.glay == glNatural:
+			q16(a.g16[t*cols:(t+1)*cols], a.gd[t*nb:(t+1)*nb], nil, x, unit, &groupPermNone)
+		case a16 && a.glay == glAMX:
+			q16(sc.q16, sc.d, nil, x, unit, &groupPermNone)
+			split(sc.q16, a.gh[t*cols:(t+1)*cols], a.gl[t*cols:(t+1)*cols])
+			for b, d := range sc.d {
+				a.gd[b*nPad+t] = d
 			}
-			groupQuantA16(sc.q16, sc.d, sc.s, x, unit)
-			if a.glay == glAMX {
-				gh, gl := a.gh[t*cols:(t+1)*cols], a.gl[t*cols:(t+1)*cols]
-				for k, v := range sc.q16 {
-					gh[k], gl[k] = byte(v>>8), byte(v)
+		case a16 && n == 1: // glChunk of one token: the natural places
+			q16(a.g16[:cols], a.gd[:nb], a.gs[:nb], x, unit, perm)
+		case a16:
+			q16(sc.q16, sc.d, sc.s, x, unit, perm)
+			if w == 8 {
+				for c := 0; c < cols/8; c++ { // 16 bytes per chunk
+					o := (c*n + t) * 8
+					*(*[2]uint64)(unsafe.Pointer(&a.g16[o])) = *(*[2]uint64)(unsafe.Pointer(&sc.q16[8*c]))
 				}
-				for b, d := range sc.d {
-					a.gd[b*nPad+t] = d
-				}
-				continue
-			}
-			// glChunk.
-			w := 8
-			perm := &[8]int{0, 2, 4, 6, 1, 3, 5, 7}
-			if a.grp.bits == 8 {
-				w, perm = 4, &[8]int{0, 2, 1, 3}
-			}
-			for c := 0; c < cols/w; c++ {
-				dst := a.g16[(c*n+t)*w : (c*n+t+1)*w]
-				src := sc.q16[c*w : (c+1)*w]
-				for p := range dst {
-					dst[p] = src[perm[p]]
+			} else {
+				for c := 0; c < cols/4; c++ { // 8 bytes per chunk
+					o := (c*n + t) * 4
+					*(*uint64)(unsafe.Pointer(&a.g16[o])) = *(*uint64)(unsafe.Pointer(&sc.q16[4*c]))
 				}
 			}
 			for b := range nb {
 				a.gd[b*n+t], a.gs[b*n+t] = sc.d[b], sc.s[b]
 			}
-			continue
-		}
-		// a8.
-		if a.glay == glNatural {
-			a.gd[t] = groupQuantA8(a.g8[t*cols:(t+1)*cols], x)
-			continue
-		}
-		d := groupQuantA8(sc.q8, x)
-		if a.glay == glAMX {
-			copy(a.g8[t*cols:(t+1)*cols], sc.q8)
-			a.gd[t] = d
-			continue
-		}
-		a.gd[t] = d
-		w := 8
-		if a.grp.bits == 8 {
-			w = 4
-		}
-		for c := 0; c < cols/w; c++ {
-			copy(a.g8[(c*n+t)*w:(c*n+t+1)*w], sc.q8[c*w:(c+1)*w])
-		}
-		for b := range nb {
-			var s int32
-			for _, v := range sc.q8[b*unit : (b+1)*unit] {
-				s += int32(v)
+		case a.glay == glNatural || a.glay == glAMX:
+			a.gd[t] = q8(a.g8[t*cols:(t+1)*cols], nil, x, unit)
+		case n == 1:
+			a.gd[0] = q8(a.g8[:cols], a.gs[:nb], x, unit)
+		default:
+			a.gd[t] = q8(sc.q8, sc.s, x, unit)
+			if w == 8 {
+				for c := 0; c < cols/8; c++ {
+					*(*uint64)(unsafe.Pointer(&a.g8[(c*n+t)*8])) = *(*uint64)(unsafe.Pointer(&sc.q8[8*c]))
+				}
+			} else {
+				for c := 0; c < cols/4; c++ {
+					*(*uint32)(unsafe.Pointer(&a.g8[(c*n+t)*4])) = *(*uint32)(unsafe.Pointer(&sc.q8[4*c]))
+				}
 			}
-			a.gs[b*n+t] = s
+			for b := range nb {
+				a.gs[b*n+t] = sc.s[b]
+			}
 		}
 	}
-	_ = nPad
 }
 
 // absMax returns max |v| over x, NaN when x holds a NaN (the builtin max propagates it).

@@ -297,6 +297,18 @@ func groupInputs(rng *rand.Rand, nTok, cols int) []float32 {
 			for k := range x {
 				x[k] *= 1e-41 // subnormal: d underflows to 0 or is itself subnormal
 			}
+			if t%16 == 14 {
+				// amax/qmax just under 1.5 times the smallest subnormal: d rounds down to it,
+				// and ±amax/d ≈ ±1.49·qmax clamps (to −qmax, not −qmax−1).
+				qmax := float32(32767)
+				if t%32 == 30 {
+					qmax = 127
+				}
+				amax := float32(1.49 * math.Ldexp(1, -149) * float64(qmax))
+				for k := range x {
+					x[k] = amax * float32(k%3-1)
+				}
+			}
 		case 7:
 			for k := range x {
 				x[k] = 1 // one value everywhere: every code is ±qmax (int32 bound with extreme weights)
@@ -674,3 +686,92 @@ func TestGroupUnit(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupQuantizers checks every implementation's activation quantizers against the Go
+// ones (which TestGroupProducts holds to the reference), bit for bit, on blocks of every unit
+// length the formats use, with the corner cases of groupInputs, ties, values that round to
+// ±qmax and beyond, and lengths that leave a partial vector.
+func TestGroupQuantizers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(61, 62))
+	for _, im := range impls {
+		if im.groupQuant16 == nil {
+			continue
+		}
+		for _, unit := range []int{4, 12, 16, 32, 64, 128, 172, 256, 508} {
+			for _, blocks := range []int{1, 3, 8} {
+				cols := unit * blocks
+				X := groupInputs(rng, 10, cols)
+				// Exact ties of the a8 and a16 steps: amax 127 (or 32767) at the block start.
+				for k := range cols {
+					X[2*cols+k] = float32(k%255) - 127 + 0.5
+					X[8*cols+k] = float32(k%4001)*16.25 - 32500
+				}
+				X[8*cols], X[2*cols] = 32767, 127
+				// Subnormal d with clamped codes (see groupInputs).
+				for k := range cols {
+					X[3*cols+k] = float32(1.49*math.Ldexp(1, -149)*32767) * float32(k%3-1)
+					X[5*cols+k] = float32(1.49*math.Ldexp(1, -149)*127) * float32(k%3-1)
+				}
+				for tok := 0; tok < 10; tok++ {
+					x := X[tok*cols : (tok+1)*cols]
+					for _, perm := range []*[16]uint16{&groupPermNone, &groupPermI4, &groupPermI8} {
+						if perm == &groupPermI4 && unit%16 != 0 {
+							continue
+						}
+						q1, q2 := make([]int16, cols), make([]int16, cols)
+						d1, d2 := make([]float32, blocks), make([]float32, blocks)
+						s1, s2 := make([]int32, blocks), make([]int32, blocks)
+						for i := range q2 {
+							q2[i] = 0x5555 // stale values must be overwritten
+						}
+						groupQuant16Go(q1, d1, s1, x, unit, perm)
+						im.groupQuant16(q2, d2, s2, x, unit, perm)
+						for b := range d1 {
+							if !sameBits(d1[b], d2[b]) || s1[b] != s2[b] {
+								t.Fatalf("%s a16 unit %d token %d block %d: d %v Σ %d, want %v %d", im.name, unit, tok, b, d2[b], s2[b], d1[b], s1[b])
+							}
+						}
+						for k := range q1 {
+							if q1[k] != q2[k] {
+								t.Fatalf("%s a16 unit %d token %d: code %d = %d, want %d (x %v)", im.name, unit, tok, k, q2[k], q1[k], x[k])
+							}
+						}
+						im.groupQuant16(q2, d2, nil, x, unit, perm) // no sums
+					}
+					p1, p2 := make([]int8, cols), make([]int8, cols)
+					s1, s2 := make([]int32, blocks), make([]int32, blocks)
+					for i := range p2 {
+						p2[i] = 0x55
+					}
+					d1, d2 := groupQuant8Go(p1, s1, x, unit), im.groupQuant8(p2, s2, x, unit)
+					if !sameBits(d1, d2) {
+						t.Fatalf("%s a8 unit %d token %d: d %v, want %v", im.name, unit, tok, d2, d1)
+					}
+					for k := range p1 {
+						if p1[k] != p2[k] {
+							t.Fatalf("%s a8 unit %d token %d: code %d = %d, want %d (x %v)", im.name, unit, tok, k, p2[k], p1[k], x[k])
+						}
+					}
+					for u := range s1 {
+						if s1[u] != s2[u] {
+							t.Fatalf("%s a8 unit %d token %d: Σ of unit %d = %d, want %d", im.name, unit, tok, u, s2[u], s1[u])
+						}
+					}
+					if d := im.groupQuant8(p2, nil, x, unit); !sameBits(d, d1) {
+						t.Fatalf("%s a8 without sums: d %v, want %v", im.name, d, d1)
+					}
+					q := make([]int16, cols)
+					groupQuant16Go(q, d1s(blocks), nil, x, unit, &groupPermNone)
+					h1, l1, h2, l2 := make([]byte, cols), make([]byte, cols), make([]byte, cols), make([]byte, cols)
+					groupSplitGo(q, h1, l1)
+					im.groupSplit(q, h2, l2)
+					if string(h1) != string(h2) || string(l1) != string(l2) {
+						t.Fatalf("%s split of %d codes differs", im.name, cols)
+					}
+				}
+			}
+		}
+	}
+}
+
+func d1s(n int) []float32 { return make([]float32, n) }

@@ -27,6 +27,11 @@ type implTable struct {
 	groupLayout func(k actKind, g groupActs, nTok, cols int) groupLayout
 	groupMul    func(m *Matrix, Y []float32, a *Acts, r0, r1 int) bool
 	groupAccel  func(f GroupFormat, mode ActMode) bool
+	// groupQuant16, groupQuant8 and groupSplit quantize (and split) group-matrix activations
+	// as groupQuant16Go, groupQuant8Go and groupSplitGo do, bit for bit (nil: those).
+	groupQuant16 func(q []int16, d []float32, sums []int32, x []float32, unit int, perm *[16]uint16)
+	groupQuant8  func(q []int8, sums []int32, x []float32, unit int) float32
+	groupSplit   func(q []int16, hi, lo []byte)
 	// bf16Dot: products of BF16 weights and bf16-rounded activations of at least
 	// bf16DotMinTokens tokens use VDPBF16PS, reading Acts.bf.
 	bf16Dot bool

@@ -40,6 +40,14 @@ var avx512Impl = &implTable{
 
 	quantActs: quantActsAVX512,
 
+	groupLayout: groupLayoutAVX512,
+	groupMul:    groupMulAVX512,
+	groupAccel:  func(GroupFormat, ActMode) bool { return true },
+
+	groupQuant16: groupQuant16AVX512,
+	groupQuant8:  groupQuant8AVX512,
+	groupSplit:   groupSplitAVX512,
+
 	softmax:  softmaxAsm,
 	siluMul:  siluMulAsm,
 	dotRows:  dotRowsAsm,

@@ -1,0 +1,228 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import "unsafe"
+
+// groupArgs is the argument block of the group kernels (gemm_group_amd64.s, amx_group_amd64.s);
+// its field offsets are the GA_ constants of group_amd64.h (TestGroupArgsOffsets).
+type groupArgs struct {
+	y        *float32       // output of the first block's lane 0 for the tile's first token
+	ldy      int            // bytes between consecutive tokens' outputs (rows·4)
+	w        *byte          // first block
+	wstride  int            // bytes per block
+	blocks   int            // blocks to compute
+	mask     uint64         // lanes (rows) of each block to store
+	act      unsafe.Pointer // the tile's first token's first chunk (glChunk) or code (glAMX)
+	actStep  int            // bytes from one chunk of a token to its next (glChunk)
+	gd       *float32       // the tile's first token's d (of block 0, a16)
+	gs       *int32         // the tile's first token's Σa of block or unit 0 (glChunk)
+	metaStep int            // bytes from one block's d and Σa to the next's (glChunk: 4·nTok)
+	hdr      int            // offset of the codes in a block
+	units    int            // activation blocks (a16) or units (a8) per row
+	chunks   int            // chunks per activation block or unit
+	sstep    int            // bytes from one unit's scales to the next's (int4 64, int8 0)
+	zoff     int            // offset of the zero points in a block (0: zconst for all)
+	zconst   int            // the zero point of symmetric int4 (8) and int8 (128)
+
+	// AMX (amx_group_amd64.s).
+	b      *int8  // B tiles of the block, 64-element steps in order
+	lda    int    // bytes between tokens' activation rows (cols)
+	ksteps int    // tile products per activation block or unit
+	nt     int    // tokens of the tile (≤ 16)
+	cfg    *byte  // tile configuration
+	cbuf   *int32 // C tiles' store: 2 KB
+}
+
+//go:noescape
+func groupA16I4x8(p *groupArgs)
+
+//go:noescape
+func groupA16I4x4(p *groupArgs)
+
+//go:noescape
+func groupA16I4x1(p *groupArgs)
+
+//go:noescape
+func groupA8I4x8(p *groupArgs)
+
+//go:noescape
+func groupA8I4x4(p *groupArgs)
+
+//go:noescape
+func groupA8I4x1(p *groupArgs)
+
+//go:noescape
+func groupA16I8x8(p *groupArgs)
+
+//go:noescape
+func groupA16I8x4(p *groupArgs)
+
+//go:noescape
+func groupA16I8x1(p *groupArgs)
+
+//go:noescape
+func groupA8I8x8(p *groupArgs)
+
+//go:noescape
+func groupA8I8x4(p *groupArgs)
+
+//go:noescape
+func groupA8I8x1(p *groupArgs)
+
+// groupKernelSet is one variant's kernels for tiles of 8, 4 and 1 tokens.
+type groupKernelSet struct{ x8, x4, x1 func(*groupArgs) }
+
+// groupKernels[a8][int8] are the AVX-512 kernels.
+var groupKernels = [2][2]groupKernelSet{
+	{{groupA16I4x8, groupA16I4x4, groupA16I4x1}, {groupA16I8x8, groupA16I8x4, groupA16I8x1}},
+	{{groupA8I4x8, groupA8I4x4, groupA8I4x1}, {groupA8I8x8, groupA8I8x4, groupA8I8x1}},
+}
+
+// groupRowBlocks is how many 16-row blocks a multi-token product passes through each token tile
+// before moving on: their weights stay in L1/L2 while the tiles go over them.
+const groupRowBlocks = 4
+
+// groupLayoutAVX512 is the avx512vnni implementation's layout: chunk-major for every batch.
+func groupLayoutAVX512(k actKind, g groupActs, nTok, cols int) groupLayout { return glChunk }
+
+// groupArgsFor fills the fields of p that depend only on the matrix and the activations.
+func groupArgsFor(p *groupArgs, m *Matrix, a *Acts) {
+	g := m.grp
+	*p = groupArgs{ldy: 4 * m.Rows, wstride: g.blockBytes, hdr: g.hdr, metaStep: 4 * a.nTok}
+	elems := 8 // elements per chunk
+	if g.f.Bits == 8 {
+		elems = 4
+		p.zconst = 128
+	} else {
+		p.sstep = 64
+		if g.f.Signed {
+			p.zconst = 8
+		} else {
+			p.zoff = 64 * g.units
+		}
+	}
+	width := 1 // activation bytes per element
+	if a.kind == actG16 {
+		width = 2
+	}
+	p.actStep = a.nTok * elems * width
+	p.units = a.cols / a.grp.unit
+	p.chunks = a.grp.unit / elems
+}
+
+// groupMulAVX512 computes rows [r0,r1) of a group matrix's product from chunk-major
+// activations: per groupRowBlocks blocks, tiles of 8, then 4, then single tokens.
+func groupMulAVX512(m *Matrix, Y []float32, a *Acts, r0, r1 int) bool {
+	if a.glay != glChunk {
+		return false
+	}
+	var p groupArgs
+	groupArgsFor(&p, m, a)
+	ks := groupKernels[b2i(a.kind == actG8)][b2i(m.grp.f.Bits == 8)]
+	elems := a.grp.unit / p.chunks
+	n := a.nTok
+	b0, b1 := r0/16, (r1-1)/16
+	step := groupRowBlocks
+	if n == 1 {
+		step = b1 - b0 + 1 // decode: one pass over all rows
+	}
+	for rb := b0; rb <= b1; rb += step {
+		re := min(rb+step-1, b1)
+		t := 0
+		for ; t+8 <= n; t += 8 {
+			groupTile(ks.x8, &p, m, Y, a, t, elems, rb, re, r0, r1)
+		}
+		for ; t+4 <= n; t += 4 {
+			groupTile(ks.x4, &p, m, Y, a, t, elems, rb, re, r0, r1)
+		}
+		for ; t < n; t++ {
+			groupTile(ks.x1, &p, m, Y, a, t, elems, rb, re, r0, r1)
+		}
+	}
+	return true
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// groupTile runs kernel k for the tile of tokens from t over blocks [rb, re], storing only the
+// rows of [r0,r1): a first or last block that the range cuts gets a call of its own with its
+// lane mask.
+func groupTile(k func(*groupArgs), p *groupArgs, m *Matrix, Y []float32, a *Acts, t, elems, rb, re, r0, r1 int) {
+	if a.kind == actG16 {
+		p.act = unsafe.Pointer(&a.g16[t*elems])
+	} else {
+		p.act = unsafe.Pointer(&a.g8[t*elems])
+	}
+	p.gd, p.gs = &a.gd[t], &a.gs[t]
+	call := func(b0, b1 int, mask uint64) {
+		p.y = &Y[t*m.Rows+16*b0]
+		p.w = &m.Data[b0*p.wstride]
+		p.blocks, p.mask = b1-b0, mask
+		k(p)
+	}
+	mask := func(b int) uint64 {
+		lo, hi := max(r0-16*b, 0), min(r1-16*b, 16)
+		return (uint64(1)<<hi - 1) &^ (uint64(1)<<lo - 1)
+	}
+	b, end := rb, re+1
+	if mk := mask(b); mk != 0xffff {
+		call(b, b+1, mk)
+		b++
+	}
+	full := end
+	if full > b && mask(full-1) != 0xffff {
+		full--
+	}
+	if full > b {
+		call(b, full, 0xffff)
+	}
+	if full < end {
+		call(full, end, mask(full))
+	}
+}
+
+//go:noescape
+func groupQuant16Asm(x *float32, q *int16, d *float32, s *int32, unit, blocks int, perm *[16]uint16)
+
+//go:noescape
+func groupQuant8Asm(x *float32, q *int8, s *int32, unit, units int) float32
+
+//go:noescape
+func groupSplitHL(q *int16, hi, lo *byte, n int)
+
+// groupQuant16AVX512 is groupQuant16Go in assembly.
+func groupQuant16AVX512(q []int16, d []float32, sums []int32, x []float32, unit int, perm *[16]uint16) {
+	if len(d) == 0 {
+		return
+	}
+	_, _ = q[len(d)*unit-1], x[len(d)*unit-1]
+	var s *int32
+	if sums != nil {
+		_ = sums[len(d)-1]
+		s = &sums[0]
+	}
+	groupQuant16Asm(&x[0], &q[0], &d[0], s, unit, len(d), perm)
+}
+
+// groupQuant8AVX512 is groupQuant8Go in assembly.
+func groupQuant8AVX512(q []int8, sums []int32, x []float32, unit int) float32 {
+	_ = q[len(x)-1]
+	var s *int32
+	if sums != nil {
+		_ = sums[len(x)/unit-1]
+		s = &sums[0]
+	}
+	return groupQuant8Asm(&x[0], &q[0], s, unit, len(x)/unit)
+}
+
+// groupSplitAVX512 is groupSplitGo in assembly.
+func groupSplitAVX512(q []int16, hi, lo []byte) {
+	_, _ = hi[len(q)-1], lo[len(q)-1]
+	groupSplitHL(&q[0], &hi[0], &lo[0], len(q))
+}
