@@ -16,8 +16,8 @@ import (
 	"github.com/gquant/gquant/runtime/arch"
 )
 
-// TestGQFRoundTrip converts stories260k to a w8a16 gqf file, inspects it and runs it, and
-// checks that its logits equal those of the same scheme applied in memory: a copy of the HF
+// TestGQFRoundTrip converts stories260k to a w8a16 gqf file, inspects it and runs it with its
+// weights widened to float32 (runtime.Options.Widen), and checks that its logits equal those of the same scheme applied in memory: a copy of the HF
 // checkpoint whose matrices hold the int8 symmetric per-channel weights decoded to float32
 // (quantize.QuantizeGroups), run with every point of the graph quantized to its 16-bit
 // encoding by a hook (written out below, not gqf.QDQ).
@@ -50,7 +50,7 @@ func TestGQFRoundTrip(t *testing.T) {
 	f.Close()
 
 	ids := []int{1, 403, 407, 261, 378}
-	m, err := runtime.Load(out, runtime.Options{Threads: 1})
+	m, err := runtime.Load(out, runtime.Options{Threads: 1, Widen: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
@@ -13,11 +12,15 @@ import (
 	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/tokenizer"
 	"github.com/gquant/gquant/runtime/arch"
+	"github.com/gquant/gquant/runtime/kernels"
 )
 
-// loadGQF loads a gqf file. Float tensors (F32, F16, BF16) are used from the mapping;
-// quantized ones (int8 per-channel, int4 LPBQ, ...) are decoded to float32 at load with the
-// file's own decoding rules. Every activation encoding of the file's graph is placed on a
+// loadGQF loads a gqf file. Float tensors (F32, F16, BF16) are used from the mapping. Integer
+// weight matrices (int4 groups, LPBQ, int8 per channel) are packed for the kernels'
+// gqf formats (kernels.NewGroupMatrix), their mapped pages released once copied: W4A16 and
+// W8A16 files run in the kernels' a16 mode, W4A8 files (int8 per-token linear inputs) in a8;
+// a shape the packed layout does not take is widened to float32, and the embedding's rows
+// are decoded as they are looked up. Every activation encoding of the file's graph is placed on a
 // point of the model's graph (placeEncodings) and applied as the point is produced — the
 // simulation of the NPU's static activation quantization — before any hook of opts sees it.
 // When the manifest quantizes linear layer inputs at run time (w4a8: int8 per token), the
@@ -26,6 +29,9 @@ func loadGQF(path string, opts Options) (*Model, error) {
 	src, encs, bpw, err := openGQF(path)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Widen {
+		src.matrix = nil
 	}
 	quant, placed, err := placeEncodings(src.spec, encs)
 	if err != nil {
@@ -182,13 +188,37 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, [2]float64, error)
 		},
 	}
 	src.dyn = man.LinearInputs
+	src.matrix = func(name string, _ rawTensor, mode kernels.ActMode) (*kernels.Matrix, bool, error) {
+		gt, found := f.Tensor(name)
+		if !found {
+			return nil, false, nil
+		}
+		w, err := groupMatrix(f, gt)
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+		if w == nil {
+			return nil, false, nil // not a packed format: widened by newLinear
+		}
+		// Run-time int8 activations (w4a8) are the kernels' a8 mode, which quantizes each
+		// token's input exactly as the file says; otherwise a16.
+		a8 := mode == kernels.ActQuant || (mode == kernels.ActDefault && isInt8PerToken(src.dyn))
+		w.Mode = kernels.ActFloat
+		if a8 {
+			w.Mode = kernels.ActQuant
+		}
+		// The kernels copied what they need: the mapped pages can go now (an embedding
+		// tied to this matrix reads its rows again when it looks them up).
+		f.Release(gt)
+		return w, a8 && isInt8PerToken(src.dyn), nil
+	}
 	ok = true
 	all, linear := storedBPW(man)
 	return src, encs, [2]float64{all, linear}, nil
 }
 
 // gqfRaw turns a gqf tensor into the runtime's stored-tensor view: float data as they are,
-// quantized data decoded to float32.
+// quantized data as a row decoder (rawTensor.rows) over the mapped bytes.
 func gqfRaw(f *gqf.File, t *gqf.Tensor) (rawTensor, error) {
 	shape := make([]int, len(t.Shape))
 	for i, d := range t.Shape {
@@ -209,13 +239,59 @@ func gqfRaw(f *gqf.File, t *gqf.Tensor) (rawTensor, error) {
 		rt.data = f.Bytes(t.Data)
 		return rt, nil
 	}
-	vals, err := f.Decode(t)
-	if err != nil {
-		return rt, err
-	}
 	rt.typ = gguf.F32
-	if len(vals) > 0 {
-		rt.data = unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*len(vals))
+	for _, b := range []*gqf.Buffer{t.Data, t.Scales, t.Zeros, t.BlockScales} {
+		rt.size += int(b.GetSize())
 	}
+	rt.rows = func(dst []float32, r0, r1 int) error { return f.DecodeRows(t, r0, r1, dst) }
 	return rt, nil
+}
+
+// isInt8PerToken reports whether a run-time encoding of linear inputs is the one the kernels'
+// a8 mode applies: signed 8-bit codes, one symmetric scale per token.
+func isInt8PerToken(e *gqf.Encoding) bool {
+	return e != nil && e.Granularity == gqf.Granularity_PER_TOKEN && e.Bits == 8 && e.Dtype == gqf.DataType_INT8 && e.Symmetric
+}
+
+// groupMatrix packs a gqf weight matrix for the kernels (kernels.NewGroupMatrix): int4 groups
+// (asymmetric with uint8 zero points, or symmetric), LPBQ (symmetric int4 whose block scales
+// are the channel scale times the block's integer scale, in float32 as Decode computes them)
+// and int8 per channel. It returns nil for other encodings and for shapes the packed layout
+// does not take (the runtime widens those to float32).
+func groupMatrix(f *gqf.File, t *gqf.Tensor) (*kernels.Matrix, error) {
+	e := t.Encoding
+	if len(t.Shape) != 2 {
+		return nil, nil
+	}
+	rows, cols := int(t.Shape[0]), int(t.Shape[1])
+	var gf kernels.GroupFormat
+	scales := f.Scales(t)
+	var zeros []uint8
+	switch {
+	case e.Granularity == gqf.Granularity_PER_BLOCK && e.Bits == 4 && e.Dtype == gqf.DataType_UINT4 && e.ZeroType == gqf.DataType_UINT8:
+		gf = kernels.GroupFormat{Bits: 4, Group: int(e.BlockSize)}
+		zeros = f.Bytes(t.Zeros)
+	case e.Granularity == gqf.Granularity_PER_BLOCK && e.Bits == 4 && e.Dtype == gqf.DataType_INT4:
+		gf = kernels.GroupFormat{Bits: 4, Group: int(e.BlockSize), Signed: true}
+	case e.Granularity == gqf.Granularity_LPBQ && e.Bits == 4 && e.Dtype == gqf.DataType_INT4:
+		gf = kernels.GroupFormat{Bits: 4, Group: int(e.BlockSize), Signed: true}
+		k := f.BlockScales(t)
+		nb := cols / int(e.BlockSize)
+		bs := make([]float32, rows*nb)
+		for r := 0; r < rows; r++ {
+			for b := 0; b < nb; b++ {
+				bs[r*nb+b] = float32(scales[r] * float32(k[r*nb+b]))
+			}
+		}
+		scales = bs
+	case e.Granularity == gqf.Granularity_PER_CHANNEL && e.Bits == 8 && e.Dtype == gqf.DataType_INT8 && t.Zeros == nil:
+		gf = kernels.GroupFormat{Bits: 8, Signed: true}
+	default:
+		return nil, nil
+	}
+	w, err := kernels.NewGroupMatrix(gf, rows, cols, f.Bytes(t.Data), scales, zeros)
+	if err != nil {
+		return nil, nil // a shape the packed layout does not take: widened instead
+	}
+	return w, nil
 }

@@ -95,10 +95,10 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 		for _, d := range rt.shape {
 			n *= float64(d)
 		}
-		totalBits += 8 * float64(len(rt.data))
+		totalBits += 8 * float64(rt.stored())
 		totalN += n
 		if linear {
-			linBits += 8 * float64(len(rt.data))
+			linBits += 8 * float64(rt.stored())
 			linN += n
 		}
 	}
@@ -166,9 +166,6 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 	}
 	m.pool = kernels.NewPool(threads)
 	m.pack()
-	if src.packed != nil {
-		src.packed()
-	}
 	return m, nil
 }
 
@@ -218,6 +215,12 @@ func (m *Model) placeMatrix(name string, rt rawTensor, mode kernels.ActMode, src
 				m.dynInKernel[w] = true
 			}
 			return nil
+		}
+	}
+	if rt.rows != nil {
+		var err error
+		if rt, err = rt.widened(); err != nil {
+			return err
 		}
 	}
 	w, err := newLinear(rt, mode)

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"unsafe"
+
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/tokenizer"
@@ -15,6 +17,39 @@ type rawTensor struct {
 	typ   gguf.Type
 	shape []int
 	data  []byte
+	// rows, when set, decodes rows [r0, r1) of a tensor stored in an encoding of its own (a
+	// gqf file's integer groups) to float32; data is then nil and size its stored bytes.
+	rows func(dst []float32, r0, r1 int) error
+	size int
+}
+
+// stored is the bytes the tensor takes in its file.
+func (rt rawTensor) stored() int {
+	if rt.rows != nil {
+		return rt.size
+	}
+	return len(rt.data)
+}
+
+// widened returns the tensor decoded to F32 (a copy), for one stored with rows.
+func (rt rawTensor) widened() (rawTensor, error) {
+	n := 1
+	for _, d := range rt.shape {
+		n *= d
+	}
+	rows := rt.shape[0]
+	if len(rt.shape) == 1 {
+		rows = n
+	}
+	f := make([]float32, n)
+	if err := rt.rows(f, 0, rows); err != nil {
+		return rt, err
+	}
+	out := rawTensor{name: rt.name, typ: gguf.F32, shape: rt.shape}
+	if n > 0 {
+		out.data = unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*n)
+	}
+	return out, nil
 }
 
 // source is what a loader hands the model builder: the model's description and a way to
@@ -36,9 +71,6 @@ type source struct {
 	// packed kernels); it returns nil for a weight it leaves to newLinear, and whether the
 	// matrix's kernels quantize their input per token as dyn says.
 	matrix func(name string, rt rawTensor, mode kernels.ActMode) (w *kernels.Matrix, dynInKernel bool, err error)
-	// packed, when set, is called once every matrix is packed (gqf: releases the mapping's
-	// pages of the weights the kernels copied).
-	packed func()
 	// dyn is the run-time encoding of linear inputs (a w4a8 gqf file), nil for none.
 	dyn *gqf.Encoding
 }

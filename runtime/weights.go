@@ -15,6 +15,10 @@ func decodeVector(rt rawTensor) ([]float32, error) {
 	for _, d := range rt.shape {
 		n *= d
 	}
+	if rt.rows != nil {
+		out := make([]float32, n)
+		return out, rt.rows(out, 0, n)
+	}
 	codec, err := quantize.For(rt.typ)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", rt.name, err)
@@ -67,11 +71,16 @@ type embedding struct {
 	cols     int
 	rowBytes int
 	data     []byte
+	// decode decodes one row of a tensor in an encoding of its own (rawTensor.rows).
+	decode func(dst []float32, r0, r1 int) error
 }
 
 func newEmbedding(rt rawTensor) (*embedding, error) {
 	if len(rt.shape) != 2 {
 		return nil, fmt.Errorf("%s: shape %v is not a matrix", rt.name, rt.shape)
+	}
+	if rt.rows != nil {
+		return &embedding{rows: rt.shape[0], cols: rt.shape[1], rowBytes: rt.size / rt.shape[0], decode: rt.rows}, nil
 	}
 	codec, err := quantize.For(rt.typ)
 	if err != nil {
@@ -87,5 +96,9 @@ func newEmbedding(rt rawTensor) (*embedding, error) {
 
 // row decodes row id into dst (len cols).
 func (e *embedding) row(dst []float32, id int) {
+	if e.decode != nil {
+		_ = e.decode(dst, id, id+1) // the tensor was checked at load: a row always decodes
+		return
+	}
 	e.codec.Dequantize(dst, e.data[id*e.rowBytes:(id+1)*e.rowBytes])
 }

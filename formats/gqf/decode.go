@@ -75,6 +75,105 @@ func (f *File) Decode(t *Tensor) ([]float32, error) {
 	return out, nil
 }
 
+// DecodeRows writes rows [r0, r1) of a matrix (or, for a vector, elements [r0, r1)) of f as
+// float32 into dst, with the decoding rules of Decode, reading only those rows' bytes.
+func (f *File) DecodeRows(t *Tensor, r0, r1 int, dst []float32) error {
+	n, err := elements(t.Shape)
+	if err != nil {
+		return fmt.Errorf("%s: %v", t.Name, err)
+	}
+	cols := int(t.Shape[len(t.Shape)-1])
+	rows := int(n) / cols
+	if len(t.Shape) == 1 {
+		rows, cols = int(n), 1
+	}
+	if r0 < 0 || r1 > rows || r0 > r1 || len(dst) < (r1-r0)*cols {
+		return fmt.Errorf("%s: rows [%d, %d) of %d into %d values", t.Name, r0, r1, rows, len(dst))
+	}
+	e := t.Encoding
+	data := f.Bytes(t.Data)
+	lo, hi := r0*cols, r1*cols
+	out := dst[:hi-lo]
+	if e.Granularity == Granularity_FLOAT {
+		switch e.Dtype {
+		case DataType_F32:
+			for i := range out {
+				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*(lo+i):]))
+			}
+		case DataType_F16:
+			for i := range out {
+				out[i] = half.F16ToF32(binary.LittleEndian.Uint16(data[2*(lo+i):]))
+			}
+		case DataType_BF16:
+			for i := range out {
+				out[i] = half.BF16ToF32(binary.LittleEndian.Uint16(data[2*(lo+i):]))
+			}
+		default:
+			return fmt.Errorf("%s: dtype %v is not a float type", t.Name, e.Dtype)
+		}
+		return nil
+	}
+	code := func(i int) int32 {
+		switch e.Dtype {
+		case DataType_INT4:
+			return int32(int8(data[i/2]>>(4*(i%2))<<4) >> 4)
+		case DataType_UINT4:
+			return int32(data[i/2] >> (4 * (i % 2)) & 0xF)
+		case DataType_INT8:
+			return int32(int8(data[i]))
+		case DataType_UINT8:
+			return int32(data[i])
+		case DataType_INT16:
+			return int32(int16(binary.LittleEndian.Uint16(data[2*i:])))
+		default: // UINT16
+			return int32(binary.LittleEndian.Uint16(data[2*i:]))
+		}
+	}
+	scale := func(g int) float32 {
+		b := f.Bytes(t.Scales)
+		if e.ScaleType == DataType_F16 {
+			return half.F16ToF32(binary.LittleEndian.Uint16(b[2*g:]))
+		}
+		return math.Float32frombits(binary.LittleEndian.Uint32(b[4*g:]))
+	}
+	zero := func(g int) int32 {
+		b := f.Bytes(t.Zeros)
+		if b == nil {
+			return 0
+		}
+		if e.ZeroType == DataType_UINT16 {
+			return int32(binary.LittleEndian.Uint16(b[2*g:]))
+		}
+		return int32(b[g])
+	}
+	switch e.Granularity {
+	case Granularity_PER_TENSOR:
+		s, z := e.Scale[0], -e.Offset[0]
+		for i := range out {
+			out[i] = float32(float32(code(lo+i)-z) * s)
+		}
+	case Granularity_PER_CHANNEL, Granularity_PER_BLOCK:
+		bs := cols
+		if e.Granularity == Granularity_PER_BLOCK {
+			bs = int(e.BlockSize)
+		}
+		for i := range out {
+			g := (lo + i) / bs
+			out[i] = float32(float32(code(lo+i)-zero(g)) * scale(g))
+		}
+	case Granularity_LPBQ:
+		bs := int(e.BlockSize)
+		k := f.Bytes(t.BlockScales)
+		for i := range out {
+			s := float32(scale((lo+i)/cols) * float32(k[(lo+i)/bs]))
+			out[i] = float32(float32(code(lo+i)) * s)
+		}
+	default:
+		return fmt.Errorf("%s: granularity %v is unknown", t.Name, e.Granularity)
+	}
+	return nil
+}
+
 // Codes returns the integer codes of a quantized tensor, one per element, signed or not as
 // its dtype says (nil for a float tensor).
 func (f *File) Codes(t *Tensor) []int32 {

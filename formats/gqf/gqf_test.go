@@ -350,3 +350,38 @@ func TestQDQRows(t *testing.T) {
 		}
 	}
 }
+
+// DecodeRows gives the rows of Decode, for every encoding of the test file.
+func TestDecodeRows(t *testing.T) {
+	raw, _ := sample(t)
+	f, err := Parse("s.gqf", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range f.Manifest.Tensors {
+		all, err := f.Decode(tt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols := int(tt.Shape[len(tt.Shape)-1])
+		rows := len(all) / cols
+		if len(tt.Shape) == 1 {
+			rows, cols = len(all), 1
+		}
+		for r0 := 0; r0 < rows; r0 += 2 {
+			r1 := min(rows, r0+2)
+			got := make([]float32, (r1-r0)*cols)
+			if err := f.DecodeRows(tt, r0, r1, got); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range got {
+				if want := all[r0*cols+i]; v != want && !(v != v && want != want) {
+					t.Fatalf("%s rows [%d, %d): element %d %g, Decode %g", tt.Name, r0, r1, i, v, want)
+				}
+			}
+		}
+		if err := f.DecodeRows(tt, 0, rows+1, make([]float32, (rows+1)*cols)); err == nil {
+			t.Errorf("%s: rows past the end decoded", tt.Name)
+		}
+	}
+}

@@ -120,6 +120,18 @@ func (f *File) Tensor(name string) (*Tensor, bool) {
 	return t, ok
 }
 
+// Release tells the system that the mapped bytes of t are no longer needed in memory (the
+// runtime copied them into its kernels' layout): their pages leave the process's resident
+// set and are read from the file again if touched.
+func (f *File) Release(t *Tensor) {
+	if f.unmap == nil {
+		return // parsed from memory: nothing mapped
+	}
+	for _, b := range []*Buffer{t.Data, t.Scales, t.Zeros, t.BlockScales} {
+		release(f.Bytes(b))
+	}
+}
+
 // Bytes returns the bytes of a buffer (nil for a nil buffer); the buffer must belong to a
 // tensor of f (Parse checked it).
 func (f *File) Bytes(buf *Buffer) []byte {
