@@ -40,6 +40,8 @@ type Options struct {
 	// returned Stats. Without Output every Hessian stays in memory.
 	Output        string
 	HessianMemory int64
+	// Format names the model file's format where its name does not say it (runtime.Options).
+	Format string
 	// Progress, when set, is called after each chunk with the tokens done and to do (over
 	// every pass).
 	Progress func(done, total int)
@@ -70,7 +72,7 @@ func Calibrate(path string, o Options) (*Result, error) {
 	if threads <= 0 {
 		threads = goruntime.NumCPU()
 	}
-	m, err := runtime.Load(path, runtime.Options{Threads: threads, Hooks: col.hooks()})
+	m, err := runtime.Load(path, runtime.Options{Threads: threads, Hooks: col.hooks(), Format: o.Format})
 	if err != nil {
 		return nil, err
 	}

@@ -2,11 +2,16 @@ package convert
 
 import (
 	"fmt"
+	"time"
 
+	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/internal/atomicfile"
+	"github.com/gquant/gquant/quantize"
+	"github.com/gquant/gquant/runtime/arch"
 )
 
-// Options are the inputs of one conversion besides the folder and the output path.
+// Options are the inputs of one GGUF conversion besides the folder and the output path.
 type Options struct {
 	Scheme       string
 	Overrides    []Override
@@ -16,16 +21,24 @@ type Options struct {
 	Force        bool  // overwrite an existing output
 	SplitMaxSize int64 // split the output into files of at most this many bytes (0: one file)
 	DryRun       bool  // plan only
-	// Method is rtn or imatrix (GGUF); empty: imatrix when Stats is set, else rtn.
+	// Method rounds the weights: rtn or imatrix (ggml's encoders, llama-quantize's bytes),
+	// or gptq or awq into the Q4_0 blocks of scheme q4_0 (see q4_0Rows). Empty: imatrix with
+	// Stats, else rtn.
 	Method string
-	// Stats is an importance matrix (llama.cpp GGUF imatrix or .dat, or gquant calibrate stats).
-	Stats    string
-	Imatrix  map[string][]float32
+	// Stats is a statistics file (gquant calibrate's, or llama.cpp's GGUF imatrix or .dat):
+	// the importance matrix, and the Hessians of gptq and awq.
+	Stats string
+	// Imatrix, when set, is the importance per GGUF tensor name (instead of Stats).
+	Imatrix map[string][]float32
+	// GPTQ and AWQ tune those methods.
+	GPTQ     quantize.GPTQOptions
+	AWQ      quantize.AWQOptions
 	Progress func(done, total int64)
 }
 
-// Convert runs inventory → plan → execute for one HuggingFace folder. With DryRun it returns
-// the plan and writes nothing. The output appears only when complete (temp file + rename).
+// Convert runs inventory → plan → execute for one HuggingFace folder into GGUF. With DryRun
+// it returns the plan and writes nothing. The output appears only when complete (temp file +
+// rename).
 func Convert(dir, out string, o Options) (*Plan, error) {
 	if !o.DryRun {
 		if err := atomicfile.CheckNew(out, o.Force); err != nil {
@@ -39,37 +52,83 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	defer inv.Close()
 	method := o.Method
 	if method == "" {
-		method = "rtn"
-		if o.Stats != "" {
-			method = "imatrix"
+		method = MethodRTN
+		if o.Stats != "" || o.Imatrix != nil {
+			method = MethodImatrix
 		}
 	}
 	switch method {
-	case "rtn":
-	case "imatrix":
-		if o.Stats == "" && o.Imatrix == nil {
-			return nil, fmt.Errorf("--method imatrix needs --stats FILE (gquant calibrate or llama-imatrix output)")
+	case MethodRTN, MethodImatrix:
+	case MethodGPTQ, MethodAWQ:
+		if o.Scheme != "q4_0" {
+			return nil, fmt.Errorf("--method %s: GGUF output carries GPTQ/AWQ weights exactly only as q4_0 (got --scheme %s; other schemes: --format gqf)", method, o.Scheme)
 		}
-	case "gptq", "awq":
-		return nil, fmt.Errorf("--method %s: GGUF output takes rtn or imatrix; %s writes --format gqf", method, method)
+		if o.SplitMaxSize > 0 {
+			return nil, fmt.Errorf("--method %s: --split-max-size is not supported", method)
+		}
 	default:
 		return nil, fmt.Errorf("--method: unknown method %q (rtn, imatrix, gptq, awq)", method)
 	}
-	useImatrix := method == "imatrix"
+	if method == MethodImatrix && o.Stats == "" && o.Imatrix == nil {
+		return nil, fmt.Errorf("--method imatrix needs --stats FILE (gquant calibrate or llama-imatrix output)")
+	}
+	if (method == MethodGPTQ || method == MethodAWQ) && o.Stats == "" {
+		return nil, fmt.Errorf("--method %s needs --stats FILE (gquant calibrate --hessian)", method)
+	}
+	useImatrix := method == MethodImatrix
 	plan, err := MakePlan(inv, PlanOptions{Scheme: o.Scheme, Overrides: o.Overrides, HasImatrix: useImatrix, Name: o.Name})
 	if err != nil {
 		return nil, err
 	}
-	if useImatrix && o.Imatrix == nil {
+	if method != MethodRTN {
+		plan.Method = method
+	}
+	var st *stats.Stats
+	switch {
+	case useImatrix && o.Imatrix == nil:
 		if o.Imatrix, err = LoadImportance(o.Stats, plan); err != nil {
 			return nil, err
 		}
+	case method == MethodGPTQ || method == MethodAWQ:
+		if st, err = stats.Read(o.Stats); err != nil {
+			return nil, err
+		}
+		if err := validateStats(st, inv.Spec); err != nil {
+			return nil, err
+		}
 	}
-	if !useImatrix {
-		o.Imatrix = nil
+	var gptqWeights []string
+	for i := range plan.Tensors {
+		pt := &plan.Tensors[i]
+		e := pt.enc.(*ggufEncoder)
+		if useImatrix {
+			e.imatrix = o.Imatrix[pt.Name]
+		}
+		if st != nil && pt.typ == gguf.Q4_0 && pt.ref.Role.IsLinear() {
+			e.rounder = &Rounder{Method: method, Stats: st, Weight: pt.Name, GPTQ: o.GPTQ}
+			pt.Method = method
+			gptqWeights = append(gptqWeights, pt.Name)
+		}
+	}
+	if st != nil {
+		if err := CheckMethod(method, st, o.Stats, gptqWeights); err != nil {
+			return nil, err
+		}
 	}
 	if o.DryRun {
 		return plan, nil
+	}
+	start := time.Now()
+	if method == MethodAWQ {
+		if plan.Folds, err = PrepareFolds(inv, plan, FoldOptions{AWQ: true, Stats: st, AWQOpt: o.AWQ, Threads: o.Threads,
+			Grid: func(cols int) quantize.GroupSpec {
+				if cols%32 != 0 { // a row that falls back from Q4_0: searched as 8 bits per channel
+					return quantize.GroupSpec{Bits: 8, Symmetric: true}
+				}
+				return quantize.GroupSpec{Bits: 4, Group: 32, Symmetric: true}
+			}}); err != nil {
+			return nil, err
+		}
 	}
 	kvs, err := Metadata(inv, plan, o.Name)
 	if err != nil {
@@ -78,5 +137,18 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	if err := writeGGUF(inv, plan, kvs, out, o); err != nil {
 		return nil, err
 	}
+	plan.Seconds = time.Since(start).Seconds()
 	return plan, nil
 }
+
+// validateStats checks statistics against a model before anything is read.
+func validateStats(st *stats.Stats, spec *arch.Spec) error {
+	model, err := arch.StatsModel("", spec)
+	if err != nil {
+		return err
+	}
+	return st.Validate(model)
+}
+
+// Rounder returns a GGUF tensor's rounding stage (nil for ggml's encoders).
+func (e *ggufEncoder) Rounder() *Rounder { return e.rounder }

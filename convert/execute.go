@@ -13,12 +13,28 @@ import (
 	"github.com/gquant/gquant/runtime/arch"
 )
 
+// An Encoder writes one planned tensor's bytes from its values, a block of rows at a time; the
+// blocks of a tensor may be encoded concurrently and in any order. Its rounding method (rtn,
+// imatrix, GPTQ, AWQ: a Rounder) is a stage of it, per block.
+type Encoder interface {
+	// Buffers lists the byte sizes of the tensor's buffers, in the sink's order (GGUF: its
+	// data; gqf: data, scales, zeros, block scales, 0 for absent ones).
+	Buffers() []uint64
+	// Encode encodes rows [r0, r1) (src: their values, rows of cols, folds applied) and hands
+	// each buffer's bytes to emit at their offset in the buffer.
+	Encode(src []float32, r0, r1, cols int, emit func(buf int, off uint64, data []byte) error) error
+}
+
+// A Finisher is an Encoder told when every block of its tensor is done, so that it can free
+// what it holds for the whole tensor (GPTQ's factored Hessian).
+type Finisher interface{ Finish() }
+
+// Sink receives the bytes of buffer buf of plan tensor t at offset off.
+type Sink func(t, buf int, off uint64, data []byte) error
+
 // ExecOptions control execution; none of them changes the output bytes.
 type ExecOptions struct {
 	Threads int // workers (default 1)
-	// Imatrix maps GGUF tensor names to per-column importance (row length), for the
-	// importance-weighted encoders. Tensors without an entry are quantized without one.
-	Imatrix map[string][]float32
 	// Progress, when set, is called with the source bytes done so far and the total.
 	Progress func(done, total int64)
 	// BlockBytes is the float32 working set of one job (default 4 MiB).
@@ -28,23 +44,21 @@ type ExecOptions struct {
 // job is a block of rows of one tensor.
 type job struct {
 	t      int // index into plan.Tensors
-	r0, r1 int // GGUF rows
+	r0, r1 int // rows (GGUF order)
 }
 
-// rowsOf returns (rows, row length) of a tensor in GGUF order.
+// rowsOf returns (rows, row length) of a tensor (a vector is one row).
 func rowsOf(pt *PlannedTensor) (int, int) {
 	n := int(gguf.ElementCount(pt.Shape))
 	return n / int(pt.Shape[0]), int(pt.Shape[0])
 }
 
-// Execute writes the planned tensors through sink, in parallel row blocks. Peak memory is
-// Threads × BlockBytes plus what the source mapping keeps resident; each source tensor's pages
-// are released once all its rows are done.
-func Execute(inv *Inventory, p *Plan, sink func(t int, off uint64, data []byte) error, opts ExecOptions) error {
-	threads := opts.Threads
-	if threads < 1 {
-		threads = 1
-	}
+// Execute encodes every planned tensor into sink, in parallel row blocks taken in plan order.
+// Peak memory is Threads × BlockBytes, plus what the encoders of the tensors in progress hold
+// (at most Threads tensors: GPTQ keeps one Hessian factor per tensor) and what the source
+// mapping keeps resident: each source tensor's pages are released once all its rows are done.
+func Execute(inv *Inventory, p *Plan, sink Sink, opts ExecOptions) error {
+	threads := max(opts.Threads, 1)
 	blockBytes := opts.BlockBytes
 	if blockBytes <= 0 {
 		blockBytes = 4 << 20
@@ -54,8 +68,14 @@ func Execute(inv *Inventory, p *Plan, sink func(t int, off uint64, data []byte) 
 	var total int64
 	for i := range p.Tensors {
 		pt := &p.Tensors[i]
+		if pt.enc == nil {
+			return fmt.Errorf("%s: no encoder (a plan made outside MakePlan)", pt.Name)
+		}
 		rows, n := rowsOf(pt)
 		per := max(1, blockBytes/(4*n))
+		if pt.gen || len(pt.Shape) == 1 {
+			per = rows // generated values and vectors: one job
+		}
 		for r := 0; r < rows; r += per {
 			jobs = append(jobs, job{i, r, min(rows, r+per)})
 			remaining[i].Add(1)
@@ -82,7 +102,6 @@ func Execute(inv *Inventory, p *Plan, sink func(t int, off uint64, data []byte) 
 		go func() {
 			defer wg.Done()
 			var src []float32
-			var dst []byte
 			for !failed() {
 				k := int(next.Add(1) - 1)
 				if k >= len(jobs) {
@@ -97,19 +116,18 @@ func Execute(inv *Inventory, p *Plan, sink func(t int, off uint64, data []byte) 
 					fail(err)
 					return
 				}
-				var err error
-				dst, err = encodeRows(dst, pt, src, nr, n, opts.Imatrix[pt.Name])
-				if err != nil {
-					fail(err)
+				emit := func(buf int, off uint64, data []byte) error { return sink(j.t, buf, off, data) }
+				if err := pt.enc.Encode(src, j.r0, j.r1, n, emit); err != nil {
+					fail(fmt.Errorf("%s: %w", pt.Name, err))
 					return
 				}
-				off := uint64(j.r0) * uint64(pt.typ.RowBytes(n))
-				if err := sink(j.t, off, dst); err != nil {
-					fail(err)
-					return
-				}
-				if remaining[j.t].Add(-1) == 0 && pt.Source != "" {
-					inv.release(pt.Source)
+				if remaining[j.t].Add(-1) == 0 {
+					if pt.Source != "" {
+						inv.release(pt.Source)
+					}
+					if f, ok := pt.enc.(Finisher); ok {
+						f.Finish()
+					}
 				}
 				d := done.Add(int64(nr * n * 2))
 				if opts.Progress != nil {
@@ -129,45 +147,105 @@ func grow[T any](b []T, n int) []T {
 	return b[:n]
 }
 
-// encodeRows encodes nr rows of n floats to the tensor's type.
-func encodeRows(dst []byte, pt *PlannedTensor, src []float32, nr, n int, imatrix []float32) ([]byte, error) {
-	size := nr * pt.typ.RowBytes(n)
+// ggufEncoder writes a tensor of one ggml type; imatrix is its importance (nil for none),
+// rounder, when set, rounds Q4_0 rows with a method (GPTQ, AWQ) instead of ggml's encoder.
+type ggufEncoder struct {
+	typ     gguf.Type
+	name    string
+	bytes   uint64
+	imatrix []float32
+	rounder *Rounder
+	bufs    sync.Pool
+}
+
+func (e *ggufEncoder) Buffers() []uint64 { return []uint64{e.bytes} }
+
+func (e *ggufEncoder) Finish() {
+	if e.rounder != nil {
+		e.rounder.Finish()
+	}
+}
+
+func (e *ggufEncoder) Encode(src []float32, r0, r1, cols int, emit func(int, uint64, []byte) error) error {
+	nr := r1 - r0
+	rowBytes := e.typ.RowBytes(cols)
+	bp, _ := e.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer e.bufs.Put(bp)
+	var err error
+	if e.rounder != nil && e.typ == gguf.Q4_0 {
+		gt, _, rerr := e.rounder.Round(quantize.GroupSpec{Bits: 4, Group: 32, Symmetric: true}, src, nr, cols)
+		if rerr != nil {
+			return rerr
+		}
+		*bp = q4_0Rows(*bp, gt)
+	} else if *bp, err = encodeRows(*bp, e.typ, e.name, src, nr, cols, e.imatrix); err != nil {
+		return err
+	}
+	return emit(0, uint64(r0)*uint64(rowBytes), *bp)
+}
+
+// encodeRows encodes nr rows of n floats to type typ.
+func encodeRows(dst []byte, typ gguf.Type, name string, src []float32, nr, n int, imatrix []float32) ([]byte, error) {
+	size := nr * typ.RowBytes(n)
 	dst = grow(dst, size)
-	switch pt.typ {
+	switch typ {
 	case gguf.F32:
-		for i, v := range src {
+		for i, v := range src[:nr*n] {
 			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
 		}
 		return dst, nil
 	case gguf.F16:
-		for i, v := range src {
+		for i, v := range src[:nr*n] {
 			binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToF16(v))
 		}
 		return dst, nil
 	case gguf.BF16:
-		for i, v := range src {
+		for i, v := range src[:nr*n] {
 			binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToBF16(v))
 		}
 		return dst, nil
 	}
-	enc, err := quantize.For(pt.typ)
+	enc, err := quantize.For(typ)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", pt.Name, err)
+		return nil, fmt.Errorf("%s: %v", name, err)
 	}
 	if imatrix != nil && len(imatrix) != n {
-		return nil, fmt.Errorf("%s: importance matrix has %d columns, tensor rows have %d", pt.Name, len(imatrix), n)
+		return nil, fmt.Errorf("%s: importance matrix has %d columns, tensor rows have %d", name, len(imatrix), n)
 	}
 	enc.Quantize(dst, src, nr, n, imatrix)
 	return dst, nil
 }
 
-// readRows fills dst with GGUF rows [r0,r1) of a planned tensor as float32, applying its
-// transform, and rejects non-finite weights.
+// q4_0Rows lays a symmetric 4-bit group-32 GroupTensor out as ggml Q4_0 blocks, row by row:
+// each block is the fp16 scale d followed by 16 bytes whose byte j holds the code of element j
+// (low nibble) and of element j+16 (high nibble); w = d·(u − 8). quantize/group.go's
+// symmetric convention is Q4_0's (d = m/−8), so GPTQ and AWQ weights in that form are Q4_0
+// blocks byte for byte, and stock llama.cpp runs them.
+func q4_0Rows(out []byte, gt *quantize.GroupTensor) []byte {
+	nb := gt.Rows * gt.Cols / 32
+	out = grow(out, nb*18)
+	scales := gt.ScalesF16()
+	code := func(i int) byte { return gt.Q[i/2] >> (4 * (i % 2)) & 0xF }
+	for b := 0; b < nb; b++ {
+		blk := out[b*18 : (b+1)*18]
+		binary.LittleEndian.PutUint16(blk, scales[b])
+		for j := 0; j < 16; j++ {
+			blk[2+j] = code(b*32+j) | code(b*32+j+16)<<4
+		}
+	}
+	return out
+}
+
+// readRows fills dst with rows [r0,r1) of a planned tensor as float32, in the plan's row order
+// (its transform applied) with its folds applied, and rejects non-finite weights. A vector is
+// one row; a generated tensor's values come from the plan.
 func (inv *Inventory) readRows(pt *PlannedTensor, spec *arch.Spec, r0, r1 int, dst []float32) error {
 	_, n := rowsOf(pt)
 	if pt.gen {
-		vals := generated(pt, spec)
-		copy(dst, vals[r0*n:r1*n])
+		copy(dst, pt.values[r0*n:r1*n])
 		return nil
 	}
 	data, dtype, file, err := inv.data(pt.Source)
@@ -178,49 +256,44 @@ func (inv *Inventory) readRows(pt *PlannedTensor, spec *arch.Spec, r0, r1 int, d
 	if dtype == "F32" {
 		esz = 4
 	}
-	rowLen := n
+	rowLen, r0e, r1e := n, r0, r1
 	if len(pt.Shape) == 1 { // 1-D tensors: the transform permutes elements
-		rowLen = 1
-		r0, r1 = 0, n
+		rowLen, r0e, r1e = 1, 0, n
 	}
-	for r := r0; r < r1; r++ {
+	f := pt.fold
+	for r := r0e; r < r1e; r++ {
 		sr := arch.SourceRow(pt.trans, spec, r)
 		in := data[sr*rowLen*esz : (sr+1)*rowLen*esz]
-		out := dst[(r-r0)*rowLen : (r-r0+1)*rowLen]
+		out := dst[(r-r0e)*rowLen : (r-r0e+1)*rowLen]
+		bad := false
 		switch dtype {
 		case "BF16":
 			// widening is exact; a bf16 is non-finite exactly when its exponent bits are all set
-			bad := false
 			for i := range out {
 				h := binary.LittleEndian.Uint16(in[2*i:])
 				bad = bad || h&0x7f80 == 0x7f80
 				out[i] = math.Float32frombits(uint32(h) << 16)
 			}
-			if bad {
-				return nonFinite(file, pt.Source, out, sr)
-			}
 		case "F16":
-			bad := false
 			for i := range out {
 				h := binary.LittleEndian.Uint16(in[2*i:])
 				bad = bad || h&0x7c00 == 0x7c00
 				out[i] = half.F16ToF32(h)
 			}
-			if bad {
-				return nonFinite(file, pt.Source, out, sr)
-			}
 		case "F32":
-			bad := false
 			for i := range out {
 				u := binary.LittleEndian.Uint32(in[4*i:])
 				bad = bad || u&0x7f800000 == 0x7f800000
 				out[i] = math.Float32frombits(u)
 			}
-			if bad {
-				return nonFinite(file, pt.Source, out, sr)
-			}
 		default:
 			return fmt.Errorf("%s: %s: unsupported dtype %s", file, pt.Source, dtype)
+		}
+		if bad {
+			return nonFinite(file, pt.Source, out, sr)
+		}
+		if f != nil {
+			f.apply(out, sr, rowLen == 1)
 		}
 	}
 	return nil
@@ -232,13 +305,6 @@ func nonFinite(file, tensor string, row []float32, r int) error {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return fmt.Errorf("%s: %s: non-finite weight %v at row %d, column %d", file, tensor, v, r, i)
 		}
-	}
-	return nil
-}
-
-func generated(pt *PlannedTensor, spec *arch.Spec) []float32 {
-	if pt.ref.Role == arch.RopeFreqs {
-		return arch.RopeFreqFactors(spec)
 	}
 	return nil
 }

@@ -1,6 +1,9 @@
-// Package convert turns a HuggingFace checkpoint into a GGUF file in three steps: inventory
-// (headers only), plan (a pure function of the inventory and the options) and execute (streams
-// row blocks through transform → quantize → writer on a bounded pool).
+// Package convert turns a HuggingFace checkpoint into a quantized artifact in three steps, the
+// same for every output format: inventory (headers only), plan (a pure function of the
+// inventory and the options: one Plan type for GGUF and gqf) and execute (row blocks streamed
+// through read → transform and folds → rounding method and encoding → a sink, on a bounded
+// pool). The GGUF sink is here; gqf's, with its schemes and activation encodings, is package
+// convert/gqfconv.
 package convert
 
 import (
@@ -20,7 +23,7 @@ type SourceTensor struct {
 	File  string `json:"file"`
 }
 
-// PlanOptions are the user's choices that shape a plan.
+// PlanOptions are the user's choices that shape a GGUF plan.
 type PlanOptions struct {
 	Scheme     string     // preset name
 	Overrides  []Override // --tensor-type rules, first match wins
@@ -30,22 +33,46 @@ type PlanOptions struct {
 
 // PlannedTensor is one output tensor.
 type PlannedTensor struct {
-	Name      string   `json:"name"`
-	Source    string   `json:"source,omitempty"` // HF tensor ("" when generated)
-	SrcDType  string   `json:"source_dtype,omitempty"`
-	Transform string   `json:"transform,omitempty"`
-	Shape     []uint64 `json:"shape"` // GGUF order: shape[0] is the row length
-	Type      string   `json:"type"`
-	Wanted    string   `json:"wanted,omitempty"` // set when a fallback changed the type
-	Reason    string   `json:"reason,omitempty"`
-	Fallback  string   `json:"fallback,omitempty"`
-	Bytes     uint64   `json:"bytes"`
+	Name      string `json:"name"`
+	Source    string `json:"source,omitempty"` // HF tensor ("" when generated)
+	SrcDType  string `json:"source_dtype,omitempty"`
+	Transform string `json:"transform,omitempty"`
+	// Shape is in GGUF order for every format: shape[0] is the row length.
+	Shape []uint64 `json:"shape"`
+	// Type is the encoding: a ggml type name ("Q4_K") for GGUF, gqf's description of its
+	// encoding ("int4 g128 asymmetric, fp16 scale, uint8 zero") for gqf.
+	Type     string `json:"type"`
+	Wanted   string `json:"wanted,omitempty"` // set when a fallback changed the type
+	Reason   string `json:"reason,omitempty"`
+	Fallback string `json:"fallback,omitempty"`
+	// Method is the rounding method of a quantized tensor ("rtn", "imatrix", "gptq", "awq").
+	Method string `json:"method,omitempty"`
+	Note   string `json:"note,omitempty"`
+	Bytes  uint64 `json:"bytes"`
 
 	ref   arch.TensorRef
-	typ   gguf.Type
+	typ   gguf.Type // GGUF
 	trans arch.Transform
 	gen   bool
+	// Weight reports whether the tensor is a weight of the model (graph constants are not:
+	// they do not count in the parameters and bits per weight).
+	weight bool
+	// enc writes the tensor's bytes (set by the format's policy).
+	enc Encoder
+	// values are the contents of a generated tensor (rope_freqs, graph constants).
+	values []float32
+	// fold is the AWQ or SmoothQuant scaling folded into the tensor (nil: none).
+	fold *Fold
 }
+
+// Ref is the tensor's model role (a graph constant has Layer −1 and its own name as role).
+func (t *PlannedTensor) Ref() arch.TensorRef { return t.ref }
+
+// SetEncoder sets the encoder that writes the tensor (the format's policy does).
+func (t *PlannedTensor) SetEncoder(e Encoder) { t.enc = e }
+
+// Encoder returns the tensor's encoder.
+func (t *PlannedTensor) Encoder() Encoder { return t.enc }
 
 // Dropped is a source tensor deliberately left out, with the reason.
 type Dropped struct {
@@ -55,83 +82,130 @@ type Dropped struct {
 
 // Plan is everything execute will do, decided before a byte is written.
 type Plan struct {
-	Model       string          `json:"model"`
-	Arch        string          `json:"architecture"`
-	Scheme      string          `json:"scheme"`
-	FileType    uint32          `json:"file_type"`
-	Tensors     []PlannedTensor `json:"tensors"`
-	Dropped     []Dropped       `json:"dropped,omitempty"`
-	Fallbacks   int             `json:"fallbacks"`
-	OutputBytes uint64          `json:"tensor_bytes"`
-	Params      uint64          `json:"parameters"`
-	BPW         float64         `json:"bpw"`
-	BPWLinear   float64         `json:"bpw_linear"`
+	Model    string          `json:"model"`
+	Arch     string          `json:"architecture"`
+	Format   string          `json:"format"`
+	Scheme   string          `json:"scheme"`
+	FileType uint32          `json:"file_type,omitempty"` // GGUF general.file_type
+	Method   string          `json:"method,omitempty"`
+	Tensors  []PlannedTensor `json:"tensors"`
+	Dropped  []Dropped       `json:"dropped,omitempty"`
+	// Fallbacks counts the tensors whose rows do not fit the scheme's block or group and
+	// took another encoding.
+	Fallbacks   int    `json:"fallbacks"`
+	OutputBytes uint64 `json:"tensor_bytes"`
+	Params      uint64 `json:"parameters"`
+	// BPW is over every stored weight (graph constants excluded); BPWLinear over the linear
+	// layers of the blocks only (q, k, v, o, gate, up, down), as llama.cpp's tables count.
+	BPW       float64 `json:"bpw"`
+	BPWLinear float64 `json:"bpw_linear"`
 
-	spec *arch.Spec
+	// gqf: the graph's fixed length, how activations are represented and were calibrated,
+	// the graph's size and the folded scalings of AWQ or SmoothQuant.
+	MaxLen      int      `json:"max_len,omitempty"`
+	Activations string   `json:"activations,omitempty"`
+	Calibration string   `json:"calibration,omitempty"`
+	Nodes       int      `json:"graph_nodes,omitempty"`
+	ActCount    int      `json:"graph_activations,omitempty"`
+	Folds       []string `json:"folds,omitempty"`
+	// Seconds is the time spent executing the plan (reading, rounding, encoding, writing).
+	Seconds float64 `json:"seconds,omitempty"`
+
+	spec                   *arch.Spec
+	allBits, linBits, linN float64
 }
 
 // Spec is the model spec the plan was made for.
 func (p *Plan) Spec() *arch.Spec { return p.spec }
 
-// MakePlan maps every source tensor to an output tensor or reports it. It reads no weights.
+// Choose decides one tensor's encoding for MakePlanWith: its type name, the bytes it stores,
+// the encoder that writes it and the plan's remarks. skip leaves the tensor out (gqf stores no
+// rope_freqs).
+type Choose func(t arch.Tensor, shape []uint64) (pt PlannedTensor, skip bool, err error)
+
+// MakePlan maps every source tensor to a GGUF tensor of the scheme or reports it. It reads no
+// weights.
 func MakePlan(inv *Inventory, opts PlanOptions) (*Plan, error) {
 	preset, err := PresetByName(opts.Scheme)
 	if err != nil {
 		return nil, err
 	}
-	spec := inv.Spec
-	expected := inv.Family.Tensors(spec)
-	st := &policyState{preset: preset, overrides: opts.Overrides, spec: spec,
-		tied: spec.Tied, hasImatrix: opts.HasImatrix}
-	for _, t := range expected {
+	st := &policyState{preset: preset, overrides: opts.Overrides, spec: inv.Spec, tied: inv.Spec.Tied, hasImatrix: opts.HasImatrix}
+	for _, t := range inv.Family.Tensors(inv.Spec) {
 		if t.Ref.Role == arch.AttnV {
 			st.nAttnV++
 		}
 	}
-	p := &Plan{Model: inv.Dir, Arch: spec.GGUFArch, Scheme: preset.Name, FileType: preset.FileType, spec: spec}
+	p, err := MakePlanWith(inv, "gguf", preset.Name, func(t arch.Tensor, shape []uint64) (PlannedTensor, bool, error) {
+		c := st.choose(t.Ref, shape)
+		pt := PlannedTensor{typ: c.Type, Type: c.Type.String(), Reason: c.Reason, Fallback: c.Fallback}
+		if c.Fallback != "" {
+			pt.Wanted = c.Wanted.String()
+		}
+		n := gguf.ElementCount(shape)
+		pt.Bytes = uint64(c.Type.RowBytes(int(shape[0]))) * (n / shape[0])
+		pt.enc = &ggufEncoder{typ: c.Type, name: t.Ref.GGUFName(), bytes: pt.Bytes}
+		return pt, false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.FileType = preset.FileType
+	return p, nil
+}
 
+// MakePlanWith maps every source tensor to an output tensor of the format with choose, or
+// reports it: missing tensors, shapes the config does not imply and unmapped tensors are one
+// error; tensors the family ignores (rotary buffers) and a tied model's lm_head are dropped
+// with a reason. It reads no weights.
+func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, error) {
+	spec := inv.Spec
+	p := &Plan{Model: inv.Dir, Arch: spec.GGUFArch, Format: format, Scheme: scheme, spec: spec}
+	if format != "gguf" {
+		p.Arch = spec.HFArch
+	}
 	used := map[string]bool{}
 	var missing, badShape []string
-	var linParams, linBits, allBits float64
-	for _, t := range expected {
-		pt := PlannedTensor{Name: t.Ref.GGUFName(), Source: t.HFName, ref: t.Ref, trans: t.Transform, gen: t.Generated}
-		pt.Transform = t.Transform.String()
+	for _, t := range inv.Family.Tensors(spec) {
 		if !t.Generated {
 			src, ok := inv.Tensors[t.HFName]
-			if !ok {
+			used[t.HFName] = true
+			switch {
+			case !ok:
 				missing = append(missing, t.HFName)
 				continue
-			}
-			used[t.HFName] = true
-			if !equalShape(src.Shape, t.Shape) {
+			case !equalShape(src.Shape, t.Shape):
 				badShape = append(badShape, fmt.Sprintf("%s: shape %v, config implies %v", t.HFName, src.Shape, t.Shape))
 				continue
 			}
-			pt.SrcDType = src.DType
 		}
 		// GGUF shapes are reversed: ne[0] is the row length (HF in_features).
+		var shape []uint64
 		for i := len(t.Shape) - 1; i >= 0; i-- {
-			pt.Shape = append(pt.Shape, uint64(t.Shape[i]))
+			shape = append(shape, uint64(t.Shape[i]))
 		}
-		c := st.choose(t.Ref, pt.Shape)
+		pt, skip, err := choose(t, shape)
+		if err != nil {
+			return nil, err
+		}
+		if skip {
+			continue
+		}
+		pt.Name, pt.Source, pt.ref, pt.gen, pt.Shape, pt.weight = t.Ref.GGUFName(), t.HFName, t.Ref, t.Generated, shape, true
+		if !t.Generated {
+			pt.SrcDType = inv.Tensors[t.HFName].DType
+		}
+		if format == "gguf" {
+			pt.trans = t.Transform
+			pt.Transform = t.Transform.String()
+		}
+		if t.Generated && t.Ref.Role == arch.RopeFreqs {
+			pt.values = arch.RopeFreqFactors(spec)
+		}
 		if len(pt.Name) > 63 {
 			return nil, fmt.Errorf("%s: tensor name longer than 63 bytes", pt.Name)
 		}
-		pt.typ, pt.Type, pt.Reason, pt.Fallback = c.Type, c.Type.String(), c.Reason, c.Fallback
-		if c.Fallback != "" {
-			pt.Wanted = c.Wanted.String()
-			p.Fallbacks++
-		}
-		n := gguf.ElementCount(pt.Shape)
-		pt.Bytes = uint64(c.Type.RowBytes(int(pt.Shape[0]))) * (n / pt.Shape[0])
-		p.Tensors = append(p.Tensors, pt)
-		p.OutputBytes += pt.Bytes
-		p.Params += n
-		allBits += float64(pt.Bytes) * 8
-		if t.Ref.Role.IsLinear() {
-			linParams += float64(n)
-			linBits += float64(pt.Bytes) * 8
-		}
+		p.Add(pt)
 	}
 	var unmapped []string
 	for _, name := range inv.Names() {
@@ -162,13 +236,38 @@ func MakePlan(inv *Inventory, opts PlanOptions) (*Plan, error) {
 	if len(probs) > 0 {
 		return nil, fmt.Errorf("%s: %s", inv.Dir, strings.Join(probs, "; "))
 	}
-	if p.Params > 0 {
-		p.BPW = allBits / float64(p.Params)
-	}
-	if linParams > 0 {
-		p.BPWLinear = linBits / linParams
-	}
 	return p, nil
+}
+
+// Add appends a tensor to the plan and updates its totals. A tensor that is not a weight of
+// the model (a graph constant: AddConstant) does not count in the parameters and bpw.
+func (p *Plan) Add(pt PlannedTensor) {
+	p.Tensors = append(p.Tensors, pt)
+	p.OutputBytes += pt.Bytes
+	if pt.Fallback != "" {
+		p.Fallbacks++
+	}
+	if !pt.weight {
+		return
+	}
+	n := gguf.ElementCount(pt.Shape)
+	p.Params += n
+	p.allBits += 8 * float64(pt.Bytes)
+	if pt.ref.Role.IsLinear() {
+		p.linBits += 8 * float64(pt.Bytes)
+		p.linN += float64(n)
+	}
+	p.BPW = p.allBits / float64(p.Params)
+	if p.linN > 0 {
+		p.BPWLinear = p.linBits / p.linN
+	}
+}
+
+// AddConstant appends a generated tensor that is not a weight (a graph constant): shape in
+// GGUF order, its values, and the encoder that writes them.
+func (p *Plan) AddConstant(name string, shape []uint64, typ string, bytes uint64, values []float32, enc Encoder) {
+	p.Add(PlannedTensor{Name: name, Shape: shape, Type: typ, Bytes: bytes, gen: true, values: values, enc: enc,
+		ref: arch.TensorRef{Role: arch.Role(name), Layer: -1}})
 }
 
 func equalShape(a, b []int) bool {
@@ -186,8 +285,28 @@ func equalShape(a, b []int) bool {
 // Text renders the plan for --dry-run.
 func (p *Plan) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "model:  %s\narch:   %s\nscheme: %s (file_type %d)\n", p.Model, p.Arch, p.Scheme, p.FileType)
-	fmt.Fprintf(&b, "%-28s %-14s %-7s %-10s %s\n", "tensor", "shape", "type", "bytes", "source / notes")
+	fmt.Fprintf(&b, "model:  %s\narch:   %s\n", p.Model, p.Arch)
+	switch p.Format {
+	case "gguf":
+		fmt.Fprintf(&b, "scheme: %s (file_type %d", p.Scheme, p.FileType)
+		if p.Method != "" && p.Method != "rtn" {
+			fmt.Fprintf(&b, ", method %s", p.Method)
+		}
+		b.WriteString(")\n")
+	default:
+		fmt.Fprintf(&b, "scheme: %s (%s, method %s, graph length %d, activations %s)\n", p.Scheme, p.Format, p.Method, p.MaxLen, p.Activations)
+	}
+	if p.Calibration != "" {
+		fmt.Fprintf(&b, "calibration: %s\n", p.Calibration)
+	}
+	for _, f := range p.Folds {
+		fmt.Fprintf(&b, "fold: %s\n", f)
+	}
+	width := 7
+	for _, t := range p.Tensors {
+		width = max(width, len(t.Type))
+	}
+	fmt.Fprintf(&b, "%-28s %-14s %-*s %-10s %s\n", "tensor", "shape", width, "type", "bytes", "source / notes")
 	for _, t := range p.Tensors {
 		shape := make([]string, len(t.Shape))
 		for i, s := range t.Shape {
@@ -200,18 +319,27 @@ func (p *Plan) Text() string {
 		if t.Transform != "" {
 			notes += " [" + t.Transform + "]"
 		}
-		if t.Reason != "" {
-			notes += "; " + t.Reason
+		for _, n := range []string{t.Reason, t.Note} {
+			if n != "" {
+				notes += "; " + n
+			}
+		}
+		if t.Method != "" && t.Method != p.Method {
+			notes += "; method " + t.Method
 		}
 		if t.Fallback != "" {
 			notes += "; FALLBACK " + t.Fallback
 		}
-		fmt.Fprintf(&b, "%-28s %-14s %-7s %-10d %s\n", t.Name, strings.Join(shape, "x"), t.Type, t.Bytes, notes)
+		fmt.Fprintf(&b, "%-28s %-14s %-*s %-10d %s\n", t.Name, strings.Join(shape, "x"), width, t.Type, t.Bytes, notes)
 	}
 	for _, d := range p.Dropped {
 		fmt.Fprintf(&b, "dropped %s: %s\n", d.Name, d.Reason)
 	}
-	fmt.Fprintf(&b, "%d tensors, %d parameters, %d bytes of tensor data, %.4f bpw (linear layers %.4f), %d fallbacks\n",
+	fmt.Fprintf(&b, "%d tensors, %d parameters, %d bytes of tensor data, %.4f bpw (linear layers %.4f), %d fallbacks",
 		len(p.Tensors), p.Params, p.OutputBytes, p.BPW, p.BPWLinear, p.Fallbacks)
+	if p.Nodes > 0 {
+		fmt.Fprintf(&b, "; graph: %d nodes, %d activations", p.Nodes, p.ActCount)
+	}
+	b.WriteString("\n")
 	return b.String()
 }

@@ -54,11 +54,11 @@ func writeGGUF(inv *Inventory, p *Plan, kvs []gguf.KV, out string, o Options) er
 		}
 		writers[i] = w
 	}
-	sink := func(t int, off uint64, data []byte) error {
+	sink := func(t, _ int, off uint64, data []byte) error {
 		l := where[t]
 		return writers[l.part].WriteTensorPart(l.idx, off, data)
 	}
-	if err := Execute(inv, p, sink, ExecOptions{Threads: o.Threads, Imatrix: o.Imatrix, Progress: o.Progress}); err != nil {
+	if err := Execute(inv, p, sink, ExecOptions{Threads: o.Threads, Progress: o.Progress}); err != nil {
 		abort()
 		return err
 	}

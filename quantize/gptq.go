@@ -102,18 +102,45 @@ func (q *groupQuantizer) Round(r, g, c int, x float32) float32 {
 // original column when act-order makes groups non-contiguous (ActOrder, no StaticGroups,
 // GroupSize > 0), else nil.
 func GPTQWith(q GPTQQuantizer, w []float32, rows, cols int, H []float64, opts GPTQOptions) ([]int32, error) {
-	switch {
-	case rows <= 0 || cols <= 0 || len(w) != rows*cols:
+	if rows <= 0 || cols <= 0 || len(w) != rows*cols {
 		return nil, fmt.Errorf("gptq: %d weights for a %d × %d matrix", len(w), rows, cols)
+	}
+	p, err := NewGPTQPlan(H, cols, q.GroupSize(), opts)
+	if err != nil {
+		return nil, err
+	}
+	return p.Run(q, w, rows)
+}
+
+// GPTQPlan is what GPTQ derives from the Hessian alone: the dead inputs, the column order, the
+// damped inverse Hessian's Cholesky factor. Every row of a weight matrix is quantized
+// independently given it, so a plan serves any number of row blocks of one matrix, from any
+// number of goroutines at once, each row getting the bits it gets in a run over the whole
+// matrix.
+type GPTQPlan struct {
+	cols, G, bs int
+	static      bool
+	actOrder    bool
+	clip        bool
+	dead        []bool
+	diag0       []float64 // diag(H) in original column order (static groups' importance)
+	diag        []float64 // in processing order
+	perm        []int     // processing position → original column
+	U           []float64 // upper Cholesky factor of the damped H⁻¹, processing order
+}
+
+// NewGPTQPlan prepares GPTQ for rows of cols columns quantized in groups of groupSize columns
+// (0: the whole row), given the Hessian H (cols × cols, not modified) and opts.
+func NewGPTQPlan(H []float64, cols, groupSize int, opts GPTQOptions) (*GPTQPlan, error) {
+	switch {
+	case cols <= 0:
+		return nil, fmt.Errorf("gptq: %d columns", cols)
 	case len(H) != cols*cols:
 		return nil, fmt.Errorf("gptq: Hessian has %d values, want %d × %d", len(H), cols, cols)
 	case opts.Damp < 0 || math.IsNaN(opts.Damp):
 		return nil, fmt.Errorf("gptq: damping %g is negative", opts.Damp)
 	case opts.BlockSize < 0:
 		return nil, fmt.Errorf("gptq: block size %d is negative", opts.BlockSize)
-	}
-	if err := checkFinite(w, cols); err != nil {
-		return nil, fmt.Errorf("gptq: %w", err)
 	}
 	for i, v := range H {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -127,7 +154,7 @@ func GPTQWith(q GPTQQuantizer, w []float32, rows, cols int, H []float64, opts GP
 	if bs == 0 {
 		bs = 128
 	}
-	G := q.GroupSize()
+	G := groupSize
 	if G <= 0 {
 		G = cols
 	}
@@ -137,83 +164,103 @@ func GPTQWith(q GPTQQuantizer, w []float32, rows, cols int, H []float64, opts GP
 	if G < cols {
 		bs = (bs + G - 1) / G * G // a group never straddles two blocks
 	}
-
-	// Working copies: W in float64 (rows × cols), H (cols × cols).
-	W := make([]float64, rows*cols)
-	for i, v := range w {
-		W[i] = float64(v)
-	}
+	p := &GPTQPlan{cols: cols, G: G, bs: bs, static: opts.StaticGroups && G < cols, actOrder: opts.ActOrder, clip: opts.ClipSearch}
 	h := append([]float64(nil), H...)
-
 	// Dead inputs (never active): H_ii = 1 and the weights zeroed, as the reference does.
+	p.dead = make([]bool, cols)
 	for i := 0; i < cols; i++ {
 		if h[i*cols+i] == 0 {
 			h[i*cols+i] = 1
-			for r := 0; r < rows; r++ {
-				W[r*cols+i] = 0
-			}
+			p.dead[i] = true
 		}
 	}
-	diag := make([]float64, cols)
-	for i := range diag {
-		diag[i] = h[i*cols+i]
+	p.diag0 = make([]float64, cols)
+	for i := range p.diag0 {
+		p.diag0[i] = h[i*cols+i]
 	}
-
-	// Static groups: fitted from the original (dead-zeroed) weights in original order.
-	static := opts.StaticGroups && G < cols
-	if static {
-		if err := fitGroups(q, W, rows, cols, 0, cols, G, diag, opts.ClipSearch); err != nil {
-			return nil, err
-		}
-	}
-
+	p.diag = p.diag0
 	// Act-order: permute columns by decreasing diag(H).
-	perm := make([]int, cols)
-	for i := range perm {
-		perm[i] = i
+	p.perm = make([]int, cols)
+	for i := range p.perm {
+		p.perm[i] = i
 	}
 	if opts.ActOrder {
-		sort.SliceStable(perm, func(a, b int) bool { return diag[perm[a]] > diag[perm[b]] })
-		W = permuteCols(W, rows, cols, perm)
-		h = permuteSym(h, cols, perm)
-		for i := range diag {
-			diag[i] = h[i*cols+i]
+		sort.SliceStable(p.perm, func(a, b int) bool { return p.diag0[p.perm[a]] > p.diag0[p.perm[b]] })
+		h = permuteSym(h, cols, p.perm)
+		p.diag = make([]float64, cols)
+		for i := range p.diag {
+			p.diag[i] = h[i*cols+i]
 		}
 	}
-
 	// Damping, then U: the upper Cholesky factor of H⁻¹ (H⁻¹ = UᵀU).
 	var mean float64
-	for _, d := range diag {
+	for _, d := range p.diag {
 		mean += d
 	}
 	mean /= float64(cols)
 	for i := 0; i < cols; i++ {
 		h[i*cols+i] += damp * mean
 	}
-	U, err := invCholUpper(h, cols)
-	if err != nil {
+	var err error
+	if p.U, err = invCholUpper(h, cols); err != nil {
 		return nil, err
 	}
+	return p, nil
+}
 
-	groupOf := func(p int) int { // group of processing position p
-		if static {
-			return perm[p] / G
-		}
-		return p / G
+// Run quantizes rows of w (rows × the plan's columns, row-major) with q, whose row r is row r
+// of w. It returns what GPTQWith returns.
+func (p *GPTQPlan) Run(q GPTQQuantizer, w []float32, rows int) ([]int32, error) {
+	cols, G, bs := p.cols, p.G, p.bs
+	if rows <= 0 || len(w) != rows*cols {
+		return nil, fmt.Errorf("gptq: %d weights for rows of %d", len(w), cols)
 	}
-	if !static && G == cols { // per channel: one grid per row, from the starting weights
-		if err := fitGroups(q, W, rows, cols, 0, cols, G, diag, opts.ClipSearch); err != nil {
+	if g := q.GroupSize(); g != G && !(g <= 0 && G == cols) {
+		return nil, fmt.Errorf("gptq: codec groups of %d, plan groups of %d", g, G)
+	}
+	if err := checkFinite(w, cols); err != nil {
+		return nil, fmt.Errorf("gptq: %w", err)
+	}
+	// Working copy in float64, dead inputs zeroed.
+	W := make([]float64, rows*cols)
+	for i, v := range w {
+		W[i] = float64(v)
+	}
+	for i, d := range p.dead {
+		if d {
+			for r := 0; r < rows; r++ {
+				W[r*cols+i] = 0
+			}
+		}
+	}
+	// Static groups: fitted from the original (dead-zeroed) weights in original order.
+	if p.static {
+		if err := fitGroups(q, W, rows, cols, 0, cols, G, p.diag0, p.clip); err != nil {
 			return nil, err
 		}
 	}
-
+	if p.actOrder {
+		W = permuteCols(W, rows, cols, p.perm)
+	}
+	U, perm, static := p.U, p.perm, p.static
+	groupOf := func(pos int) int { // group of processing position pos
+		if static {
+			return perm[pos] / G
+		}
+		return pos / G
+	}
+	if !static && G == cols { // per channel: one grid per row, from the starting weights
+		if err := fitGroups(q, W, rows, cols, 0, cols, G, p.diag, p.clip); err != nil {
+			return nil, err
+		}
+	}
 	errBlk := make([]float64, rows*bs)
 	for i1 := 0; i1 < cols; i1 += bs {
 		i2 := min(i1+bs, cols)
 		nb := i2 - i1
 		for i := i1; i < i2; i++ {
 			if !static && G < cols && i%G == 0 {
-				if err := fitGroups(q, W, rows, cols, i, i+G, G, diag, opts.ClipSearch); err != nil {
+				if err := fitGroups(q, W, rows, cols, i, i+G, G, p.diag, p.clip); err != nil {
 					return nil, err
 				}
 			}
@@ -231,24 +278,41 @@ func GPTQWith(q GPTQQuantizer, w []float32, rows, cols int, H []float64, opts GP
 				}
 			}
 		}
-		// Lazy batch update of the columns after the block: W[:, i2:] -= Err · U[i1:i2, i2:].
+		// Lazy batch update of the columns after the block: W[:, i2:] -= Err · U[i1:i2, i2:],
+		// row by row (a matrix product over the rows would sum in an order that depends on
+		// how many rows there are; a row's bits must not).
 		if i2 < cols {
-			blas64.Gemm(blas.NoTrans, blas.NoTrans, -1,
-				blas64.General{Rows: rows, Cols: nb, Stride: bs, Data: errBlk},
-				blas64.General{Rows: nb, Cols: cols - i2, Stride: cols, Data: U[i1*cols+i2:]},
-				1,
-				blas64.General{Rows: rows, Cols: cols - i2, Stride: cols, Data: W[i2:]})
+			for r := 0; r < rows; r++ {
+				blas64.Gemm(blas.NoTrans, blas.NoTrans, -1,
+					blas64.General{Rows: 1, Cols: nb, Stride: bs, Data: errBlk[r*bs:]},
+					blas64.General{Rows: nb, Cols: cols - i2, Stride: cols, Data: U[i1*cols+i2:]},
+					1,
+					blas64.General{Rows: 1, Cols: cols - i2, Stride: cols, Data: W[r*cols+i2:]})
+			}
 		}
 	}
-
-	if !opts.ActOrder || static || G == cols {
+	if !p.actOrder || static || G == cols {
 		return nil, nil
 	}
 	gidx := make([]int32, cols)
-	for p, c := range perm {
-		gidx[c] = int32(p / G)
+	for pos, c := range perm {
+		gidx[c] = int32(pos / G)
 	}
 	return gidx, nil
+}
+
+// GPTQRows quantizes a block of rows of a matrix with a plan made for it (see GPTQ).
+func GPTQRows(p *GPTQPlan, w []float32, rows int, spec GroupSpec) (*GroupTensor, error) {
+	if err := spec.Validate(rows, p.cols); err != nil {
+		return nil, err
+	}
+	q := &groupQuantizer{t: newGroupTensor(spec, rows, p.cols)}
+	gidx, err := p.Run(q, w, rows)
+	if err != nil {
+		return nil, fmt.Errorf("%v: %w", spec, err)
+	}
+	q.t.GIdx = gidx
+	return q.t, nil
 }
 
 // fitGroups calls q.Fit for every row and each group of G columns starting in positions

@@ -16,6 +16,9 @@ type Options struct {
 	Mode kernels.ActMode
 	// Hooks observe (and may modify) the graph's tensors; nil costs nothing.
 	Hooks *Hooks
+	// Format names the file's format ("gguf", "gqf") where its name does not say it (a
+	// temporary file); "" goes by the name.
+	Format string
 	// Widen decodes a gqf file's integer weights to float32 at load, with the file's
 	// decoding rules, instead of packing them for the kernels: exact float32 products at 4
 	// bytes per weight, the reference the packed arithmetic is checked against.

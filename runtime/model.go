@@ -56,12 +56,13 @@ func Load(path string, opts Options) (*Model, error) {
 		return nil, err
 	}
 	var src *source
+	lower := strings.ToLower(path)
 	switch {
 	case st.IsDir():
 		src, err = openHF(path)
-	case strings.HasSuffix(strings.ToLower(path), ".gguf"):
+	case opts.Format == "gguf" || (opts.Format == "" && strings.HasSuffix(lower, ".gguf")):
 		src, err = openGGUF(path)
-	case strings.HasSuffix(strings.ToLower(path), ".gqf"):
+	case opts.Format == "gqf" || (opts.Format == "" && strings.HasSuffix(lower, ".gqf")):
 		return loadGQF(path, opts)
 	default:
 		return nil, fmt.Errorf("%s: not a model: want a HuggingFace folder, a .gguf or a .gqf file", path)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gquant/gquant/convert"
+	"github.com/gquant/gquant/convert/gqfconv"
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/quantize"
 )
@@ -56,7 +57,7 @@ func newConvertCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVarP(&o.out, "output", "o", "", "output file (.gguf)")
 	f.StringVar(&o.scheme, "scheme", "f16", "quantization scheme")
-	f.StringVar(&o.format, "format", "gguf", "output format: gguf or gqf (gqf schemes: "+strings.Join(convert.GQFSchemes(), ", ")+")")
+	f.StringVar(&o.format, "format", "gguf", "output format: gguf or gqf (gqf schemes: "+strings.Join(gqfconv.Schemes(), ", ")+")")
 	f.StringVar(&o.encodings, "encodings", "", "gqf: AIMET encodings JSON with the activation encodings (w8a16)")
 	f.StringVar(&o.corpus, "corpus", "", "gqf: calibration text for the activation encodings when --encodings is not given")
 	f.IntVar(&o.maxLen, "max-len", 0, "gqf: the graph's fixed sequence length (default: the context, at most 128)")
@@ -117,12 +118,16 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 		opts.Progress = bar.update
 		defer bar.finish()
 	}
-	var plan *convert.Plan
 	if o.method == convert.MethodGPTQ || o.method == convert.MethodAWQ {
-		plan, err = convertGGUFMethod(dir, o, opts)
-	} else {
-		plan, err = convert.Convert(dir, o.out, opts)
+		if o.stats == "" {
+			return usageErr("convert: --method %s needs --stats FILE (gquant calibrate --hessian)", o.method)
+		}
+		if o.splitMaxSize != "" {
+			return usageErr("convert: --method %s: --split-max-size is not supported", o.method)
+		}
+		opts.GPTQ = quantize.GPTQOptions{Damp: o.damp, ActOrder: o.actOrder, StaticGroups: o.actOrder}
 	}
+	plan, err := convert.Convert(dir, o.out, opts)
 	if err != nil {
 		return err
 	}
@@ -141,25 +146,9 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	return nil
 }
 
-// convertGGUFMethod writes a q4_0 GGUF whose linear weights are rounded by GPTQ or AWQ.
-func convertGGUFMethod(dir string, o *convertOptions, opts convert.Options) (*convert.Plan, error) {
-	if o.stats == "" {
-		return nil, usageErr("convert: --method %s needs --stats FILE (gquant calibrate --hessian)", o.method)
-	}
-	if o.splitMaxSize != "" {
-		return nil, usageErr("convert: --method %s: --split-max-size is not supported", o.method)
-	}
-	st, err := stats.Read(o.stats)
-	if err != nil {
-		return nil, err
-	}
-	return convert.ConvertGGUFMethod(dir, o.out, opts, convert.MethodOptions{Method: o.method, Stats: st,
-		GPTQ: quantize.GPTQOptions{Damp: o.damp, ActOrder: o.actOrder, StaticGroups: o.actOrder}})
-}
-
 // runConvertGQF writes gquant's own format (w4a16, w4a16-lpbq, w4a8, w8a16, f16).
 func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string) error {
-	opts := convert.GQFOptions{
+	opts := gqfconv.Options{
 		Scheme: o.scheme, Method: o.method, GroupSize: o.groupSize, Sym: o.sym, Keep: o.keep,
 		Range:  quantize.RangeOptions{Mode: quantize.RangeMode(o.rangeMode), Percentile: o.percentile},
 		Smooth: o.smooth, GPTQ: quantize.GPTQOptions{Damp: o.damp, ActOrder: o.actOrder, StaticGroups: o.actOrder},
@@ -170,6 +159,11 @@ func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string
 	if len(o.tensorTypes) > 0 {
 		return usageErr("convert: --tensor-type applies to GGUF output (gqf: use --keep)")
 	}
+	if !g.quiet && !o.dryRun && stderrIsTerminal() {
+		bar := newBar("converting")
+		opts.Progress = bar.update
+		defer bar.finish()
+	}
 	if o.stats != "" {
 		st, err := stats.Read(o.stats)
 		if err != nil {
@@ -177,7 +171,7 @@ func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string
 		}
 		opts.Stats, opts.StatsPath = st, o.stats
 	}
-	plan, err := convert.ConvertGQF(dir, o.out, opts)
+	plan, err := gqfconv.Convert(dir, o.out, opts)
 	if err != nil {
 		return err
 	}
@@ -190,8 +184,8 @@ func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string
 	case o.dryRun:
 		fmt.Fprint(out, plan.Text())
 	case !g.quiet:
-		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %s (%s), %d tensors, %.2f MB, %.4f bpw (linear %.4f), %d fallbacks, weights encoded in %.2f s\n",
-			o.out, plan.Scheme, plan.Method, len(plan.Tensors), float64(plan.Bytes)/1e6, plan.BPW, plan.BPWLinear, plan.Fallbacks, plan.Seconds)
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %s (%s), %d tensors, %.2f MB, %.4f bpw (linear %.4f), %d fallbacks, in %.2f s\n",
+			o.out, plan.Scheme, plan.Method, len(plan.Tensors), float64(plan.OutputBytes)/1e6, plan.BPW, plan.BPWLinear, plan.Fallbacks, plan.Seconds)
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gquant/gquant/convert"
+	"github.com/gquant/gquant/convert/gqfconv"
 	"github.com/gquant/gquant/formats/encodings"
 )
 
@@ -19,8 +19,8 @@ func TestExport(t *testing.T) {
 	}
 	dir := t.TempDir()
 	in := filepath.Join(dir, "m.gqf")
-	_, err := convert.ConvertGQF(filepath.Join("..", "..", "testdata", "models", "stories260k"), in,
-		convert.GQFOptions{Scheme: "w8a16", MaxLen: 16, Corpus: corpus, CalibLines: 8, CalibWindows: 2})
+	_, err := gqfconv.Convert(filepath.Join("..", "..", "testdata", "models", "stories260k"), in,
+		gqfconv.Options{Scheme: "w8a16", MaxLen: 16, Corpus: corpus, CalibWindows: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

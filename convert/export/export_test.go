@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gquant/gquant/convert"
+	"github.com/gquant/gquant/convert/gqfconv"
 	"github.com/gquant/gquant/formats/encodings"
 	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/onnx"
@@ -27,7 +27,7 @@ func convertTo(t *testing.T, dir, scheme string, maxLen int) string {
 		t.Skipf("corpus not available: %v", err)
 	}
 	out := filepath.Join(t.TempDir(), scheme+".gqf")
-	_, err := convert.ConvertGQF(dir, out, convert.GQFOptions{Scheme: scheme, MaxLen: maxLen, Corpus: corpus, CalibLines: 64, CalibWindows: 8})
+	_, err := gqfconv.Convert(dir, out, gqfconv.Options{Scheme: scheme, MaxLen: maxLen, Corpus: corpus, CalibWindows: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

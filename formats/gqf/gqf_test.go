@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gquant/gquant/formats/half"
 )
 
@@ -103,10 +105,9 @@ func TestRoundTripDecode(t *testing.T) {
 			}
 		}
 	}
-	// The data section starts on a page boundary of the file.
-	man := binary.LittleEndian.Uint64(raw[8:])
-	if start := (16 + man + Alignment - 1) / Alignment * Alignment; int(start) > len(raw) || start%Alignment != 0 {
-		t.Errorf("data section at %d", start)
+	// The data section starts on the first page boundary; the manifest follows it.
+	if v, off := binary.LittleEndian.Uint32(raw[4:]), binary.LittleEndian.Uint64(raw[8:]); v != 2 || off < dataStart || int(off+binary.LittleEndian.Uint64(raw[16:])) != len(raw) {
+		t.Errorf("version %d, manifest at %d of %d bytes", v, off, len(raw))
 	}
 	rep := f.Report()
 	if rep.Graph == nil || len(rep.Graph.Nodes) != 2 || !strings.Contains(rep.String(), "RmsNorm(x, norm) -> y[1 4 2] uint8 per-tensor") {
@@ -125,7 +126,7 @@ func TestBytesDeterministic(t *testing.T) {
 // TestMalformed checks that each broken file gives its own clear error, not a panic.
 func TestMalformed(t *testing.T) {
 	good, _ := sample(t)
-	man := binary.LittleEndian.Uint64(good[8:])
+	man := binary.LittleEndian.Uint64(good[8:]) // where the manifest starts
 	clone := func() []byte { return append([]byte(nil), good...) }
 	// reencode rewrites the manifest through edit and rebuilds the file around it.
 	reencode := func(edit func(m *Manifest)) []byte {
@@ -135,7 +136,7 @@ func TestMalformed(t *testing.T) {
 		}
 		edit(f.Manifest)
 		b := NewBuilder(f.Manifest)
-		b.size = uint64(len(f.data))
+		b.l.size = uint64(len(f.data))
 		b.chunks = []chunk{{0, f.data}}
 		out, err := b.bytesUnchecked()
 		if err != nil {
@@ -151,9 +152,11 @@ func TestMalformed(t *testing.T) {
 		{"empty", nil, "header: 0 bytes"},
 		{"bad magic", append([]byte("GGUF"), good[4:]...), `magic: "GGUF"`},
 		{"bad version", func() []byte { b := clone(); b[4] = 9; return b }(), "version: 9 is not supported"},
-		{"manifest past end", func() []byte { b := clone(); binary.LittleEndian.PutUint64(b[8:], uint64(len(b))); return b }(), "manifest: length"},
-		{"manifest garbage", func() []byte { b := clone(); copy(b[16:], []byte{0xff, 0xff, 0xff}); return b }(), "manifest:"},
-		{"truncated data", good[:16+man+10], "run past the end of the data section"},
+		{"manifest past end", func() []byte { b := clone(); binary.LittleEndian.PutUint64(b[16:], uint64(len(b))); return b }(), "manifest: bytes"},
+		{"manifest inside the header", func() []byte { b := clone(); binary.LittleEndian.PutUint64(b[8:], 100); return b }(), "manifest: bytes [100,"},
+		{"manifest garbage", func() []byte { b := clone(); copy(b[man:], []byte{0xff, 0xff, 0xff}); return b }(), "manifest:"},
+		{"truncated", good[:man+10], "manifest: bytes"},
+		{"v1 truncated manifest", func() []byte { b := clone()[:16]; b[4] = 1; binary.LittleEndian.PutUint64(b[8:], 99); return b }(), "manifest: length 99"},
 		{"tensor past end", reencode(func(m *Manifest) { m.Tensors[0].Data.Offset = 1 << 40 }), "norm: data: bytes"},
 		{"unknown dtype", reencode(func(m *Manifest) { m.Tensors[2].Encoding.Dtype = 99 }), "w8: encoding: dtype 99 is unknown"},
 		{"unknown granularity", reencode(func(m *Manifest) { m.Tensors[2].Encoding.Granularity = 42 }), "w8: encoding: granularity 42 is unknown"},
@@ -383,5 +386,109 @@ func TestDecodeRows(t *testing.T) {
 		if err := f.DecodeRows(tt, 0, rows+1, make([]float32, (rows+1)*cols)); err == nil {
 			t.Errorf("%s: rows past the end decoded", tt.Name)
 		}
+	}
+}
+
+// A version 1 file (manifest first, data section at the next page boundary after it) still
+// parses, with the same tensors.
+func TestVersion1(t *testing.T) {
+	good, want := sample(t)
+	f, err := Parse("v2.gqf", good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	man, err := proto.MarshalOptions{Deterministic: true}.Marshal(f.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := (16 + uint64(len(man)) + Alignment - 1) / Alignment * Alignment
+	v1 := make([]byte, start+uint64(len(f.data)))
+	copy(v1, Magic)
+	binary.LittleEndian.PutUint32(v1[4:], 1)
+	binary.LittleEndian.PutUint64(v1[8:], uint64(len(man)))
+	copy(v1[16:], man)
+	copy(v1[start:], f.data)
+	old, err := Parse("v1.gqf", v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range old.Manifest.Tensors {
+		got, err := old.Decode(tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range want[tn.Name] {
+			if float64(got[i]) != w {
+				t.Fatalf("%s[%d] = %g, want %g", tn.Name, i, got[i], w)
+			}
+		}
+	}
+}
+
+// The streaming Writer writes the bytes the Builder renders, whatever the order of its
+// writes, its temporary file is a readable gqf file after Flush, and Abort leaves nothing.
+func TestWriterMatchesBuilder(t *testing.T) {
+	good, _ := sample(t)
+	f, err := Parse("s.gqf", good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := proto.Clone(f.Manifest).(*Manifest)
+	tensors := m.Tensors
+	m.Tensors = nil
+	l := NewLayout(m)
+	for _, tn := range tensors {
+		l.Place(tn, tn.Data.GetSize(), tn.Scales.GetSize(), tn.Zeros.GetSize(), tn.BlockScales.GetSize())
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "w.gqf")
+	w, err := Create(out, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(tensors) - 1; i >= 0; i-- { // backwards, and each buffer in two halves
+		src := f.Manifest.Tensors[i]
+		for k, b := range []*Buffer{tensors[i].Data, tensors[i].Scales, tensors[i].Zeros, tensors[i].BlockScales} {
+			if b == nil {
+				continue
+			}
+			data := f.Bytes([]*Buffer{src.Data, src.Scales, src.Zeros, src.BlockScales}[k])
+			h := len(data) / 2
+			if err := w.WriteAt(b, uint64(h), data[h:]); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.WriteAt(b, 0, data[:h]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := w.WriteAt(tensors[0].Data, tensors[0].Data.Size, []byte{1}); err == nil {
+		t.Error("a write past its buffer was accepted")
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if tmp, err := Open(w.TempPath()); err != nil {
+		t.Fatalf("flushed temporary file: %v", err)
+	} else {
+		tmp.Close()
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(good) {
+		t.Fatal("the Writer's file differs from the Builder's")
+	}
+	w2, err := Create(filepath.Join(dir, "aborted.gqf"), NewLayout(&Manifest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2.Abort()
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("abort left %d entries", len(ents))
 	}
 }

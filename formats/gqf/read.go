@@ -12,8 +12,10 @@ import (
 const (
 	// Magic starts every gqf file.
 	Magic = "GQF\x00"
-	// FormatVersion is the version of the container (header and data layout).
-	FormatVersion = 1
+	// FormatVersion is the version of the container (header and data layout) this package
+	// writes: 2 (data section first, manifest after it). Version 1 files (manifest first)
+	// are read too.
+	FormatVersion = 2
 	// ManifestVersion is the version of the manifest schema this package writes and reads.
 	ManifestVersion = 1
 	// Alignment is the alignment of the data section and of each tensor's data, so that
@@ -21,8 +23,12 @@ const (
 	Alignment = 4096
 	// subAlignment aligns a tensor's scales, zeros and block scales.
 	subAlignment = 64
-	// headerSize is magic + version + manifest length.
-	headerSize = 16
+	// headerSize is magic + version + manifest offset + manifest length (version 2).
+	headerSize = 24
+	// headerSizeV1 is magic + version + manifest length (version 1).
+	headerSizeV1 = 16
+	// dataStart is where the data section of a version 2 file starts.
+	dataStart = Alignment
 	// maxManifest bounds the manifest length a reader accepts.
 	maxManifest = 1 << 30
 )
@@ -69,30 +75,41 @@ func Open(path string) (*File, error) {
 // encoding and graph reference is checked: a File that parses can be decoded without further
 // checks.
 func Parse(path string, b []byte) (*File, error) {
-	if len(b) < headerSize {
-		return nil, fmt.Errorf("%s: header: %d bytes, want at least %d (truncated or not a gqf file)", path, len(b), headerSize)
+	if len(b) < headerSizeV1 {
+		return nil, fmt.Errorf("%s: header: %d bytes, want at least %d (truncated or not a gqf file)", path, len(b), headerSizeV1)
 	}
 	if string(b[:4]) != Magic {
 		return nil, fmt.Errorf("%s: magic: %q, want %q (not a gqf file)", path, b[:4], Magic)
 	}
-	if v := binary.LittleEndian.Uint32(b[4:]); v != FormatVersion {
-		return nil, fmt.Errorf("%s: version: %d is not supported (want %d)", path, v, FormatVersion)
-	}
-	n := binary.LittleEndian.Uint64(b[8:])
-	if n > maxManifest || n > uint64(len(b)-headerSize) {
-		return nil, fmt.Errorf("%s: manifest: length %d runs past the end of the file (%d bytes)", path, n, len(b))
+	var manBytes, data []byte
+	switch v := binary.LittleEndian.Uint32(b[4:]); v {
+	case 1:
+		n := binary.LittleEndian.Uint64(b[8:])
+		if n > maxManifest || n > uint64(len(b)-headerSizeV1) {
+			return nil, fmt.Errorf("%s: manifest: length %d runs past the end of the file (%d bytes)", path, n, len(b))
+		}
+		manBytes = b[headerSizeV1 : headerSizeV1+n]
+		if start := alignUp(headerSizeV1+n, Alignment); start <= uint64(len(b)) {
+			data = b[start:]
+		}
+	case 2:
+		if len(b) < headerSize {
+			return nil, fmt.Errorf("%s: header: %d bytes, want %d (truncated)", path, len(b), headerSize)
+		}
+		off, n := binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])
+		if off < dataStart || off > uint64(len(b)) || n > maxManifest || n > uint64(len(b))-off {
+			return nil, fmt.Errorf("%s: manifest: bytes [%d, +%d) do not lie after the data section inside the file (%d bytes)", path, off, n, len(b))
+		}
+		manBytes, data = b[off:off+n], b[dataStart:off]
+	default:
+		return nil, fmt.Errorf("%s: version: %d is not supported (want 1 or %d)", path, v, FormatVersion)
 	}
 	m := &Manifest{}
-	if err := proto.Unmarshal(b[headerSize:headerSize+n], m); err != nil {
+	if err := proto.Unmarshal(manBytes, m); err != nil {
 		return nil, fmt.Errorf("%s: manifest: %v", path, err)
 	}
 	if m.Version != ManifestVersion {
 		return nil, fmt.Errorf("%s: manifest: version %d is not supported (want %d)", path, m.Version, ManifestVersion)
-	}
-	start := alignUp(headerSize+n, Alignment)
-	var data []byte
-	if start <= uint64(len(b)) {
-		data = b[start:]
 	}
 	if err := m.validate(uint64(len(data))); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -1,4 +1,4 @@
-package convert_test
+package gqfconv_test
 
 import (
 	"encoding/binary"
@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/gquant/gquant/convert"
+	"github.com/gquant/gquant/convert/gqfconv"
 	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/hf"
 	"github.com/gquant/gquant/formats/safetensors"
@@ -22,10 +22,10 @@ import (
 // (quantize.QuantizeGroups), run with every point of the graph quantized to its 16-bit
 // encoding by a hook (written out below, not gqf.QDQ).
 func TestGQFRoundTrip(t *testing.T) {
-	dir := filepath.Join("..", "testdata", "models", "stories260k")
-	corpus := filepath.Join("..", "testdata", "corpora", "tinystories-calib.txt")
+	dir := filepath.Join("..", "..", "testdata", "models", "stories260k")
+	corpus := filepath.Join("..", "..", "testdata", "corpora", "tinystories-calib.txt")
 	out := filepath.Join(t.TempDir(), "m.gqf")
-	plan, err := convert.ConvertGQF(dir, out, convert.GQFOptions{Scheme: "w8a16", MaxLen: 32, Corpus: corpus, CalibLines: 16, CalibWindows: 2})
+	plan, err := gqfconv.Convert(dir, out, gqfconv.Options{Scheme: "w8a16", MaxLen: 32, Corpus: corpus, CalibWindows: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

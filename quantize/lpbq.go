@@ -1,4 +1,4 @@
-package convert
+package quantize
 
 import "math"
 
@@ -11,20 +11,21 @@ import "math"
 // c_r = max(s)/2^(dec−bits) and k = ⌈s/c_r⌉ (rounding up, so that no weight is clipped),
 // then rounds each weight to the nearest code (half to even).
 
-// lpbqTensor is an LPBQ-encoded matrix.
-type lpbqTensor struct {
-	codes  []int8    // rows × cols codes
-	scales []float32 // per output channel
-	blocks []uint8   // rows × cols/bs integer scales
+// LPBQTensor is an LPBQ-encoded matrix.
+type LPBQTensor struct {
+	Codes  []int8    // rows × cols codes
+	Scales []float32 // per output channel
+	Blocks []uint8   // rows × cols/bs integer scales
 }
 
-// encodeLPBQ encodes the rows × cols weights w.
-func encodeLPBQ(w []float32, rows, cols, bs, bits, dec int) *lpbqTensor {
+// EncodeLPBQ encodes the rows × cols weights w in blocks of bs with bits-bit codes and
+// dec-bit decompressed products (Qualcomm's 4 and 8).
+func EncodeLPBQ(w []float32, rows, cols, bs, bits, dec int) *LPBQTensor {
 	nb := cols / bs
 	qmax := float64(int(1)<<(bits-1) - 1)
 	qmin := -qmax - 1
 	kmax := float64(int(1) << (dec - bits))
-	t := &lpbqTensor{codes: make([]int8, rows*cols), scales: make([]float32, rows), blocks: make([]uint8, rows*nb)}
+	t := &LPBQTensor{Codes: make([]int8, rows*cols), Scales: make([]float32, rows), Blocks: make([]uint8, rows*nb)}
 	ideal := make([]float64, nb)
 	for r := 0; r < rows; r++ {
 		row := w[r*cols : (r+1)*cols]
@@ -41,14 +42,14 @@ func encodeLPBQ(w []float32, rows, cols, bs, bits, dec int) *lpbqTensor {
 		if c == 0 || math.IsInf(float64(c), 0) {
 			c = 1 // an all-zero row: any scale, codes 0
 		}
-		t.scales[r] = c
+		t.Scales[r] = c
 		for b := 0; b < nb; b++ {
 			k := math.Min(kmax, math.Max(1, math.Ceil(ideal[b]/float64(c))))
-			t.blocks[r*nb+b] = uint8(k)
+			t.Blocks[r*nb+b] = uint8(k)
 			s := float32(c * float32(k))
 			for i, v := range row[b*bs : (b+1)*bs] {
 				q := math.RoundToEven(float64(v) / float64(s))
-				t.codes[r*cols+b*bs+i] = int8(math.Min(qmax, math.Max(qmin, q)))
+				t.Codes[r*cols+b*bs+i] = int8(math.Min(qmax, math.Max(qmin, q)))
 			}
 		}
 	}

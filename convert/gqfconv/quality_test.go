@@ -1,4 +1,4 @@
-package convert
+package gqfconv
 
 import (
 	"math"
@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	"github.com/gquant/gquant/calibrate"
+	"github.com/gquant/gquant/convert"
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/gqf"
+	"github.com/gquant/gquant/formats/hf"
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime"
@@ -22,8 +24,8 @@ import (
 // text against the bf16 checkpoint.
 
 const (
-	qualityEval  = "../testdata/corpora/tinystories-eval.txt"
-	qualityCalib = "../testdata/corpora/tinystories-calib.txt"
+	qualityEval  = "../../testdata/corpora/tinystories-eval.txt"
+	qualityCalib = "../../testdata/corpora/tinystories-calib.txt"
 )
 
 // qualityStats calibrates stories260k once per test binary.
@@ -49,11 +51,11 @@ func calibrated(t *testing.T) *stats.Stats {
 }
 
 // score converts stories260k with o and returns verify's report against the checkpoint.
-func score(t *testing.T, o GQFOptions) (*verify.Report, *GQFPlan) {
+func score(t *testing.T, o Options) (*verify.Report, *convert.Plan) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), o.Scheme+"-"+o.Method+".gqf")
 	o.MaxLen = 16
-	plan, err := ConvertGQF(gqfModel, out, o)
+	plan, err := Convert(gqfModel, out, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,17 +71,17 @@ func score(t *testing.T, o GQFOptions) (*verify.Report, *GQFPlan) {
 func TestGQFMethodsBeatRTN(t *testing.T) {
 	st := calibrated(t)
 	kl := map[string]float64{}
-	for _, m := range []string{MethodRTN, MethodGPTQ, MethodAWQ} {
-		rep, plan := score(t, GQFOptions{Scheme: "w4a16", Method: m, Stats: st,
+	for _, m := range []string{convert.MethodRTN, convert.MethodGPTQ, convert.MethodAWQ} {
+		rep, plan := score(t, Options{Scheme: "w4a16", Method: m, Stats: st,
 			GPTQ: quantize.GPTQOptions{ActOrder: true}})
 		kl[m] = rep.KL.Mean
 		t.Logf("w4a16 %s: KL %.5f, top-1 %.4f, bpw %.3f (linear %.3f)", m, rep.KL.Mean, rep.Top1, plan.BPW, plan.BPWLinear)
 	}
-	if !(kl[MethodGPTQ] < kl[MethodRTN]) || !(kl[MethodAWQ] < kl[MethodRTN]) {
-		t.Errorf("KL rtn %.5f, gptq %.5f, awq %.5f: want gptq and awq below rtn", kl[MethodRTN], kl[MethodGPTQ], kl[MethodAWQ])
+	if !(kl[convert.MethodGPTQ] < kl[convert.MethodRTN]) || !(kl[convert.MethodAWQ] < kl[convert.MethodRTN]) {
+		t.Errorf("KL rtn %.5f, gptq %.5f, awq %.5f: want gptq and awq below rtn", kl[convert.MethodRTN], kl[convert.MethodGPTQ], kl[convert.MethodAWQ])
 	}
-	rtn, _ := score(t, GQFOptions{Scheme: "w4a8", Method: MethodRTN})
-	gptq, _ := score(t, GQFOptions{Scheme: "w4a8", Method: MethodGPTQ, Stats: st})
+	rtn, _ := score(t, Options{Scheme: "w4a8", Method: convert.MethodRTN})
+	gptq, _ := score(t, Options{Scheme: "w4a8", Method: convert.MethodGPTQ, Stats: st})
 	if !(gptq.KL.Mean < rtn.KL.Mean) {
 		t.Errorf("w4a8 KL rtn %.5f, gptq %.5f", rtn.KL.Mean, gptq.KL.Mean)
 	}
@@ -90,7 +92,7 @@ func TestGQFMethodsBeatRTN(t *testing.T) {
 func TestGQFW8A16Ranges(t *testing.T) {
 	st := calibrated(t)
 	for _, mode := range []quantize.RangeMode{quantize.RangeSQNR, quantize.RangeMinMax} {
-		rep, plan := score(t, GQFOptions{Scheme: "w8a16", Stats: st, Range: quantize.RangeOptions{Mode: mode}})
+		rep, plan := score(t, Options{Scheme: "w8a16", Stats: st, Range: quantize.RangeOptions{Mode: mode}})
 		t.Logf("w8a16 %s: SNR %.2f dB, KL %.6f (%s)", mode, float64(rep.Logits.SNR), rep.KL.Mean, plan.Calibration)
 		if !(float64(rep.Logits.SNR) >= 40) {
 			t.Errorf("w8a16 %s: logits SNR %v dB, want ≥ 40", mode, rep.Logits.SNR)
@@ -108,14 +110,14 @@ func TestGQFW8A16Ranges(t *testing.T) {
 func TestGQFInt4Decode(t *testing.T) {
 	for _, sym := range []bool{false, true} {
 		out := filepath.Join(t.TempDir(), "m.gqf")
-		if _, err := ConvertGQF(gqfModel, out, GQFOptions{Scheme: "w4a16", Sym: sym, GroupSize: 32, MaxLen: 16}); err != nil {
+		if _, err := Convert(gqfModel, out, Options{Scheme: "w4a16", Sym: sym, GroupSize: 32, MaxLen: 16}); err != nil {
 			t.Fatal(err)
 		}
 		f, err := gqf.Open(out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		inv, err := Open(gqfModel, InventoryOptions{})
+		inv, err := convert.Open(gqfModel, convert.InventoryOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +131,7 @@ func TestGQFInt4Decode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w, err := readFloat(inv, at)
+			w, err := hfFloat(inv, at)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,12 +157,12 @@ func TestGQFInt4Decode(t *testing.T) {
 			t.Fatal("no int4 tensor checked")
 		}
 	}
-	m3 := filepath.Join("..", "..", "shared", "models", "stories3m")
+	m3 := filepath.Join("..", "..", "..", "shared", "models", "stories3m")
 	if _, err := os.Stat(m3); err != nil {
 		t.Logf("stories3m bpw check skipped: %v", err)
 		return
 	}
-	p, err := ConvertGQF(m3, "", GQFOptions{Scheme: "w4a16", DryRun: true})
+	p, err := Convert(m3, "", Options{Scheme: "w4a16", DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,10 +177,10 @@ func TestGQFInt4Decode(t *testing.T) {
 func TestGQFW4A8Dynamic(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.gqf"), filepath.Join(dir, "b.gqf")
-	if _, err := ConvertGQF(gqfModel, a, GQFOptions{Scheme: "w4a8", MaxLen: 16}); err != nil {
+	if _, err := Convert(gqfModel, a, Options{Scheme: "w4a8", MaxLen: 16}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ConvertGQF(gqfModel, b, GQFOptions{Scheme: "w4a16", Sym: true, MaxLen: 16}); err != nil {
+	if _, err := Convert(gqfModel, b, Options{Scheme: "w4a16", Sym: true, MaxLen: 16}); err != nil {
 		t.Fatal(err)
 	}
 	ids, _ := referencePrompt(t, gqfModel)
@@ -214,7 +216,7 @@ func TestGQFBadStats(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "m.gqf")
 	try := func(what string, s *stats.Stats, method, want string) {
 		t.Helper()
-		_, err := ConvertGQF(gqfModel, out, GQFOptions{Scheme: "w4a16", Method: method, Stats: s, MaxLen: 16})
+		_, err := Convert(gqfModel, out, Options{Scheme: "w4a16", Method: method, Stats: s, MaxLen: 16})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error containing %q", what, err, want)
 		}
@@ -225,7 +227,7 @@ func TestGQFBadStats(t *testing.T) {
 	// Another model: the same statistics claiming another tensor list.
 	other := *st
 	other.Meta.Model.TensorsSHA256 = strings.Repeat("0", 64)
-	try("wrong model", &other, MethodGPTQ, "not on this model")
+	try("wrong model", &other, convert.MethodGPTQ, "not on this model")
 	// A missing tensor.
 	missing := &stats.Stats{Source: "cut.stats", Kind: st.Kind, Meta: st.Meta}
 	for _, l := range st.Linear {
@@ -234,7 +236,7 @@ func TestGQFBadStats(t *testing.T) {
 		}
 	}
 	missing.Acts = st.Acts
-	try("missing tensor", missing, MethodImatrix, "blk.2.ffn_down.weight: missing")
+	try("missing tensor", missing, convert.MethodImatrix, "blk.2.ffn_down.weight: missing")
 	// A NaN.
 	bad := &stats.Stats{Source: "nan.stats", Kind: st.Kind, Meta: st.Meta, Acts: st.Acts}
 	for _, l := range st.Linear {
@@ -245,7 +247,7 @@ func TestGQFBadStats(t *testing.T) {
 		}
 		bad.Linear = append(bad.Linear, &c)
 	}
-	try("NaN", bad, MethodAWQ, "blk.1.attn_q.weight: Σx²[3] = NaN")
+	try("NaN", bad, convert.MethodAWQ, "blk.1.attn_q.weight: Σx²[3] = NaN")
 	// GPTQ without Hessians.
 	noH := &stats.Stats{Source: "noh.stats", Kind: st.Kind, Meta: st.Meta, Acts: st.Acts}
 	for _, l := range st.Linear {
@@ -253,7 +255,7 @@ func TestGQFBadStats(t *testing.T) {
 		c.Hessian = nil
 		noH.Linear = append(noH.Linear, &c)
 	}
-	try("no Hessian", noH, MethodGPTQ, "no Hessian (gquant calibrate --hessian)")
+	try("no Hessian", noH, convert.MethodGPTQ, "no Hessian (gquant calibrate --hessian)")
 }
 
 // TestGGUFQ4_0Methods: --format gguf --scheme q4_0 --method gptq writes, for every Q4_0
@@ -263,13 +265,13 @@ func TestGGUFQ4_0Methods(t *testing.T) {
 	st := calibrated(t)
 	dir := t.TempDir()
 	kl := map[string]float64{}
-	for _, m := range []string{MethodRTN, MethodGPTQ, MethodAWQ} {
+	for _, m := range []string{convert.MethodRTN, convert.MethodGPTQ, convert.MethodAWQ} {
 		out := filepath.Join(dir, m+".gguf")
 		var err error
-		if m == MethodRTN {
-			_, err = Convert(gqfModel, out, Options{Scheme: "q4_0", Method: m, Threads: 2})
+		if m == convert.MethodRTN {
+			_, err = convert.Convert(gqfModel, out, convert.Options{Scheme: "q4_0", Method: m, Threads: 2})
 		} else {
-			_, err = ConvertGGUFMethod(gqfModel, out, Options{Scheme: "q4_0", Threads: 2}, MethodOptions{Method: m, Stats: st})
+			_, err = convert.Convert(gqfModel, out, convert.Options{Scheme: "q4_0", Threads: 2, Method: m, Stats: statsPath(t, st)})
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -281,16 +283,16 @@ func TestGGUFQ4_0Methods(t *testing.T) {
 		kl[m] = rep.KL.Mean
 		t.Logf("q4_0 %s: KL %.5f, top-1 %.4f", m, rep.KL.Mean, rep.Top1)
 	}
-	if !(kl[MethodGPTQ] < kl[MethodRTN]) || !(kl[MethodAWQ] < kl[MethodRTN]) {
-		t.Errorf("q4_0 KL rtn %.5f, gptq %.5f, awq %.5f", kl[MethodRTN], kl[MethodGPTQ], kl[MethodAWQ])
+	if !(kl[convert.MethodGPTQ] < kl[convert.MethodRTN]) || !(kl[convert.MethodAWQ] < kl[convert.MethodRTN]) {
+		t.Errorf("q4_0 KL rtn %.5f, gptq %.5f, awq %.5f", kl[convert.MethodRTN], kl[convert.MethodGPTQ], kl[convert.MethodAWQ])
 	}
 
-	f, err := gguf.Open(filepath.Join(dir, MethodGPTQ+".gguf"))
+	f, err := gguf.Open(filepath.Join(dir, convert.MethodGPTQ+".gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	inv, err := Open(gqfModel, InventoryOptions{})
+	inv, err := convert.Open(gqfModel, convert.InventoryOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +310,7 @@ func TestGGUFQ4_0Methods(t *testing.T) {
 		rows, cols := at.Shape[0], at.Shape[1]
 		got := make([]float32, rows*cols)
 		dec.Dequantize(got, f.TensorData(i))
-		w, err := readFloat(inv, at)
+		w, err := hfFloat(inv, at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,4 +336,24 @@ func TestGGUFQ4_0Methods(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no Q4_0 tensor checked")
 	}
+}
+
+// hfFloat reads a checkpoint tensor as float32 in HF layout.
+func hfFloat(inv *convert.Inventory, at arch.Tensor) ([]float32, error) {
+	m, err := hf.Open(inv.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	return m.Checkpoint.ToFloat32(at.HFName, nil)
+}
+
+// statsPath writes statistics to a file of the test and returns its path.
+func statsPath(t *testing.T, st *stats.Stats) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "stats.gguf")
+	if err := stats.Write(p, st); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

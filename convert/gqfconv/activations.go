@@ -1,0 +1,193 @@
+package gqfconv
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gquant/gquant/calibrate"
+	"github.com/gquant/gquant/convert"
+	"github.com/gquant/gquant/formats/encodings"
+	"github.com/gquant/gquant/formats/gqf"
+	"github.com/gquant/gquant/formats/stats"
+	"github.com/gquant/gquant/quantize"
+	"github.com/gquant/gquant/runtime/arch"
+)
+
+// Activation encodings of a gqf graph. Every activation belongs to a point of the model's
+// graph (arch.Lowered.Point); all the activations of a point (its tensor and the data
+// movement of it) get the point's encoding. The encodings come from an AIMET encodings file,
+// or from calibration statistics (every point gquant calibrate observes), and for the points
+// the statistics lack (statistics of a version 1 file, an imatrix) from a calibration run of
+// the converted file itself — its quantized weights, float activations — on a corpus, with the
+// same range setting. Points with no source stay in float (reported).
+
+// DefaultCalibWindows is the number of windows of the graph's length a corpus calibration
+// evaluates.
+const DefaultCalibWindows = 8
+
+// activationEncodings sets an encoding on every activation of the written file's graph and
+// says how they were obtained.
+func activationEncodings(w *gqf.Writer, low *arch.Lowered, inv *convert.Inventory, o Options, bits, threads int) (string, error) {
+	g := low.Graph
+	members := map[string][]*gqf.Value{} // point → its activations
+	var points []string
+	for _, a := range g.Activations {
+		pt := low.Point[a.Name]
+		if members[pt] == nil {
+			points = append(points, pt)
+		}
+		members[pt] = append(members[pt], a)
+	}
+	set := func(pt string, e *gqf.Encoding) {
+		for _, a := range members[pt] {
+			a.Encoding = proto.Clone(e).(*gqf.Encoding)
+		}
+	}
+	if o.Encodings != "" {
+		ef, err := encodings.Read(o.Encodings)
+		if err != nil {
+			return "", err
+		}
+		var missing, conflict []string
+		for _, pt := range points {
+			var chosen *gqf.Encoding
+			var from string
+			for _, a := range members[pt] { // the point's own name first, then the moved tensors'
+				e, ok := ef.Activation(a.Name)
+				if !ok {
+					continue
+				}
+				enc, err := fromAIMET(e)
+				if err != nil {
+					return "", fmt.Errorf("%s: %s: %v", o.Encodings, a.Name, err)
+				}
+				if chosen == nil {
+					chosen, from = enc, a.Name
+				} else if !proto.Equal(chosen, enc) {
+					conflict = append(conflict, fmt.Sprintf("%s and %s", from, a.Name))
+				}
+			}
+			if chosen == nil {
+				missing = append(missing, pt)
+				continue
+			}
+			set(pt, chosen)
+		}
+		switch {
+		case len(missing) > 0:
+			return "", fmt.Errorf("%s: no encoding for graph activations %s", o.Encodings, strings.Join(firstN(missing, 5), ", "))
+		case len(conflict) > 0:
+			return "", fmt.Errorf("%s: data-movement tensors with another encoding than the tensor they move (QNN keeps one): %s", o.Encodings, strings.Join(firstN(conflict, 5), "; "))
+		}
+		return fmt.Sprintf("AIMET encodings %s", o.Encodings), nil
+	}
+	r := o.Range
+	r.Bits = bits
+	r, err := r.Normalize()
+	if err != nil {
+		return "", err
+	}
+	var how []string
+	done := map[string]bool{}
+	if st := o.Stats; st != nil && len(st.Acts) > 0 {
+		n := 0
+		for _, pt := range points {
+			a := st.Act(pt)
+			if a == nil {
+				continue
+			}
+			e, err := rangeEncoding(a.Name, a, r)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", st.Source, err)
+			}
+			set(pt, e)
+			done[pt] = true
+			n++
+		}
+		how = append(how, fmt.Sprintf("%d activations from the statistics (%s ranges)", n, r.Mode))
+	}
+	var rest []string
+	for _, pt := range points {
+		if !done[pt] {
+			rest = append(rest, pt)
+		}
+	}
+	if len(rest) == 0 {
+		return strings.Join(how, "; "), nil
+	}
+	if o.Corpus == "" {
+		if len(how) == 0 {
+			return "", fmt.Errorf("%s: no activation statistics (an imatrix holds none): give --corpus FILE or --encodings FILE", o.StatsPath)
+		}
+		how = append(how, fmt.Sprintf("%d graph-only activations left in float (no --corpus to calibrate them)", len(rest)))
+		return strings.Join(how, "; "), nil
+	}
+	// The file as written so far, without activation encodings, is the model to calibrate.
+	if err := w.Flush(); err != nil {
+		return "", err
+	}
+	windows := o.CalibWindows
+	if windows <= 0 {
+		windows = DefaultCalibWindows
+	}
+	L := int(g.MaxLen)
+	res, err := calibrate.Calibrate(w.TempPath(), calibrate.Options{Corpus: o.Corpus, Ctx: L, Tokens: windows * L, Threads: threads, Format: "gqf"})
+	if err != nil {
+		return "", err
+	}
+	for _, pt := range rest {
+		a := res.Stats.Act(pt)
+		if a == nil {
+			return "", fmt.Errorf("%s: calibration observed no %s", o.Corpus, pt)
+		}
+		e, err := rangeEncoding(pt, a, r)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", o.Corpus, err)
+		}
+		set(pt, e)
+	}
+	how = append(how, fmt.Sprintf("%d activations calibrated on the converted weights, %d tokens (windows of %d) of %s (%s ranges)", len(rest), res.Tokens, L, o.Corpus, r.Mode))
+	return strings.Join(how, "; "), nil
+}
+
+// rangeEncoding is the per-tensor encoding of an activation from its statistics.
+func rangeEncoding(name string, a *stats.ActStats, r quantize.RangeOptions) (*gqf.Encoding, error) {
+	lo, hi := quantize.ActRange(a, r)
+	e := gqf.RangeEncoding(lo, hi, r.Bits)
+	if err := gqf.CheckActivation(e); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
+	}
+	return e, nil
+}
+
+// fromAIMET converts a per-tensor AIMET encoding to gqf's.
+func fromAIMET(e *encodings.Encoding) (*gqf.Encoding, error) {
+	if e.Dtype != encodings.Int || e.Type != encodings.PerTensor {
+		return nil, fmt.Errorf("%s %s encodings are not supported for activations (want INT PER_TENSOR)", e.Dtype, e.Type)
+	}
+	dt := gqf.DataType_UINT16
+	if e.Bitwidth <= 8 {
+		dt = gqf.DataType_UINT8
+	} else if e.Bitwidth > 16 {
+		return nil, fmt.Errorf("bw %d is not supported for activations (at most 16)", e.Bitwidth)
+	}
+	enc := &gqf.Encoding{Dtype: dt, Bits: uint32(e.Bitwidth), Granularity: gqf.Granularity_PER_TENSOR,
+		Symmetric: e.Symmetric, Scale: []float32{e.Scale[0]}, Offset: []int32{e.Offset[0]}}
+	if err := gqf.CheckActivation(enc); err != nil {
+		return nil, err
+	}
+	return enc, nil
+}
+
+// firstN keeps the first n strings, sorted, and counts the rest.
+func firstN(s []string, n int) []string {
+	s = append([]string(nil), s...)
+	sort.Strings(s)
+	if len(s) <= n {
+		return s
+	}
+	return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
+}
