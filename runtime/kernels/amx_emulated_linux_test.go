@@ -19,7 +19,8 @@ import (
 // every tile instruction (#UD here) and carries it out as the Intel SDM defines it; the rest
 // of the code, AVX-512 included, runs natively. The child runs TestAMXProducts and the
 // batch-invariance and asm-versus-generic tests, all of which now also cover "amx"; the
-// emulator must have executed exactly the TDPBSSD and LDTILECFG the products need.
+// emulator must have executed exactly the TDPBSSD and LDTILECFG the products need. A third
+// child runs the gqf group matrices' tile tests.
 func TestAMXEmulated(t *testing.T) {
 	switch {
 	case os.Getenv(amxChildEnv) == "1":
@@ -66,4 +67,16 @@ func TestAMXEmulated(t *testing.T) {
 		t.Fatalf("batch-invariance tests executed no tile product: %v", st.Counts)
 	}
 	t.Logf("TestBatchInvariance, TestAsmMatchesGeneric: %v", st.Counts)
+
+	// The gqf group kernels' tiles (TDPBSSD and TDPBUSD), their self-check included.
+	out, st = run("^(TestAMXGroupProducts|TestAMXGroupSelfCheck)$")
+	for _, name := range []string{"TestAMXGroupProducts", "TestAMXGroupSelfCheck"} {
+		if !strings.Contains(out, "--- PASS: "+name+" ") {
+			t.Fatalf("%s did not pass under the emulator:\n%s", name, out)
+		}
+	}
+	if st.Counts["tdpbusd"] == 0 || st.Counts["tdpbssd"] == 0 {
+		t.Fatalf("group tile tests executed no TDPBUSD or TDPBSSD: %v", st.Counts)
+	}
+	t.Logf("TestAMXGroupProducts, TestAMXGroupSelfCheck: %v", st.Counts)
 }

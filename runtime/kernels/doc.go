@@ -69,7 +69,12 @@
 // conversion: the Go quantizer's bits) into a chunk-major copy in the order the kernels read
 // it; one token runs a GEMV kernel (VPDPWSSD for a16, VPDPBUSD for a8, the 16 lanes of a
 // vector being 16 rows, software prefetch), batches run the same kernels on tiles of 8 and 4
-// tokens that decode each 64-byte chunk of weights once for the whole tile.
+// tokens that decode each 64-byte chunk of weights once for the whole tile. Under "amx",
+// batches of 16 or more tokens (where the unit allows tiles: every int4 group, int8 blocks and
+// rows that are multiples of 64) run on AMX-INT8 tiles (amx_group_amd64.s): B tiles of signed
+// weights built per 16-row block from the packed codes, a16 activations split into high and
+// low bytes (TDPBSSD + TDPBUSD), exact int32 sums, the same float operations in the same
+// order: the same bits as avx512vnni, behind a self-check.
 //
 // The generic code always reads the ggml layout in Matrix.Data (and the packed layout of
 // group matrices). For threads, Pool runs a

@@ -33,23 +33,41 @@ const (
 
 // groupSize sizes a (kind, grp, nTok, cols set) for the current implementation's layout.
 func (a *Acts) groupSize() {
-	a.glay = glNatural
+	lay := glNatural
 	if current.groupLayout != nil {
-		a.glay = current.groupLayout(a.kind, a.grp, a.nTok, a.cols)
+		lay = current.groupLayout(a.kind, a.grp, a.nTok, a.cols)
 	}
+	a.groupSizeFor(lay)
+}
+
+// groupPrepareLayout prepares X (nTok tokens) for m in layout lay with implementation im's
+// quantizers, whatever the current implementation would choose (the AMX self-check).
+func groupPrepareLayout(a *Acts, m *Matrix, X []float32, nTok int, lay groupLayout, im *implTable) {
+	a.kind, a.impl, a.nTok, a.cols, a.grp = m.actKind(), im, nTok, m.Cols, m.groupActs()
+	a.groupSizeFor(lay)
+	a.groupConvert(X, 0, nTok)
+}
+
+// groupSizeFor sizes a's buffers for layout lay. glAMX pads the codes (zeros) and scales (0)
+// to whole tiles of 16 tokens.
+func (a *Acts) groupSizeFor(lay groupLayout) {
+	a.glay = lay
 	n, nb := a.nTok*a.cols, a.cols/a.grp.unit
 	nPad := (a.nTok + 15) &^ 15
 	a.gs = a.gs[:0]
 	switch {
 	case a.kind == actG16 && a.glay == glAMX:
-		a.gh, a.gl = growU8(a.gh, n), growU8(a.gl, n)
+		a.gh, a.gl = growU8(a.gh, nPad*a.cols), growU8(a.gl, nPad*a.cols)
+		clear(a.gh[n:])
+		clear(a.gl[n:])
 		a.gd = growF32(a.gd, nb*nPad)
 		clear(a.gd)
 	case a.kind == actG16:
 		a.g16 = growI16(a.g16, n)
 		a.gd = growF32(a.gd, nb*a.nTok)
 	case a.glay == glAMX:
-		a.g8 = growI8(a.g8, n)
+		a.g8 = growI8(a.g8, nPad*a.cols)
+		clear(a.g8[n:])
 		a.gd = growF32(a.gd, nPad)
 		clear(a.gd)
 	default:

@@ -26,12 +26,15 @@ type groupArgs struct {
 	zconst   int            // the zero point of symmetric int4 (8) and int8 (128)
 
 	// AMX (amx_group_amd64.s).
-	b      *int8  // B tiles of the block, 64-element steps in order
-	lda    int    // bytes between tokens' activation rows (cols)
-	ksteps int    // tile products per activation block or unit
-	nt     int    // tokens of the tile (≤ 16)
-	cfg    *byte  // tile configuration
-	cbuf   *int32 // C tiles' store: 2 KB
+	b      *int8          // B tiles of the current block (scratch of 16·cols bytes)
+	lda    int            // bytes between tokens' activation rows (cols)
+	kstep  int            // elements per tile product (64, or G when smaller)
+	ntiles int            // 16-token tiles (activations padded to whole tiles)
+	cfg    *byte          // tile configuration
+	cbuf   *int32         // the C tiles' store: 4 KB
+	act2   unsafe.Pointer // a16: the low bytes (act: the high bytes)
+	ntlast int            // tokens of the last tile
+	unit   int            // elements per activation block (a16) or unit (a8)
 }
 
 //go:noescape
@@ -151,8 +154,7 @@ func b2i(b bool) int {
 }
 
 // groupTile runs kernel k for the tile of tokens from t over blocks [rb, re], storing only the
-// rows of [r0,r1): a first or last block that the range cuts gets a call of its own with its
-// lane mask.
+// rows of [r0,r1).
 func groupTile(k func(*groupArgs), p *groupArgs, m *Matrix, Y []float32, a *Acts, t, elems, rb, re, r0, r1 int) {
 	if a.kind == actG16 {
 		p.act = unsafe.Pointer(&a.g16[t*elems])
@@ -160,19 +162,24 @@ func groupTile(k func(*groupArgs), p *groupArgs, m *Matrix, Y []float32, a *Acts
 		p.act = unsafe.Pointer(&a.g8[t*elems])
 	}
 	p.gd, p.gs = &a.gd[t], &a.gs[t]
-	call := func(b0, b1 int, mask uint64) {
+	groupSpans(r0, r1, rb, re, func(b0, b1 int, mask uint64) {
 		p.y = &Y[t*m.Rows+16*b0]
 		p.w = &m.Data[b0*p.wstride]
 		p.blocks, p.mask = b1-b0, mask
 		k(p)
-	}
+	})
+}
+
+// groupSpans calls f for the blocks [rb, re] as runs of blocks with one lane mask each (the
+// rows of [r0,r1)): a first or last block that the range cuts is a run of its own.
+func groupSpans(r0, r1, rb, re int, f func(b0, b1 int, mask uint64)) {
 	mask := func(b int) uint64 {
 		lo, hi := max(r0-16*b, 0), min(r1-16*b, 16)
 		return (uint64(1)<<hi - 1) &^ (uint64(1)<<lo - 1)
 	}
 	b, end := rb, re+1
 	if mk := mask(b); mk != 0xffff {
-		call(b, b+1, mk)
+		f(b, b+1, mk)
 		b++
 	}
 	full := end
@@ -180,11 +187,19 @@ func groupTile(k func(*groupArgs), p *groupArgs, m *Matrix, Y []float32, a *Acts
 		full--
 	}
 	if full > b {
-		call(b, full, 0xffff)
+		f(b, full, 0xffff)
 	}
 	if full < end {
-		call(full, end, mask(full))
+		f(full, end, mask(full))
 	}
+}
+
+// ptr returns the address of s's first element.
+func ptr[T any](s []T) unsafe.Pointer { return unsafe.Pointer(&s[0]) }
+
+// unsafeInt32s views b (4-byte aligned, a multiple of 4 long) as int32s.
+func unsafeInt32s(b []byte) []int32 {
+	return unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), len(b)/4)
 }
 
 //go:noescape

@@ -19,7 +19,10 @@
 #define GA_ZCONST 128
 #define GA_B 136
 #define GA_LDA 144
-#define GA_KSTEPS 152
-#define GA_NT 160
+#define GA_KSTEP 152
+#define GA_NTILES 160
 #define GA_CFG 168
 #define GA_CBUF 176
+#define GA_ACT2 184
+#define GA_NTLAST 192
+#define GA_UNIT 200
