@@ -139,7 +139,7 @@ func (c *collector) activation(name string, x []float32, n, dim int) {
 		c.err = fmt.Errorf("%s: the runtime fed an unexpected activation", name)
 		return
 	}
-	if bad := a.Add(x, c.held); bad > 0 {
+	if bad := a.AddParallel(x, c.held, c.threads); bad > 0 {
 		c.err = fmt.Errorf("activation %s: %d non-finite values", name, bad)
 	}
 }

@@ -58,11 +58,15 @@ func (h *Histogram) Add(x []float32, lo, hi float32) {
 		return
 	}
 	h.fit(float64(lo), float64(hi))
+	h.count(x, h.Counts)
+}
+
+// count adds x's values to counts, bins of h's geometry (fit already covers them).
+func (h *Histogram) count(x []float32, counts []float64) {
 	// v/w is exact (w is a power of two), and so is v/w − Start (a float32's 24 significant
 	// bits and an index of the window fit in 53 bits); it is ≥ 0 inside the window, where
 	// truncation is the floor. The clamp only guards against a caller's wrong lo or hi.
 	inv, start := 1/h.Width, float64(h.Start)
-	counts := h.Counts
 	last := len(counts) - 1
 	for _, v := range x {
 		k := int(float64(v)*inv - start)

@@ -93,3 +93,40 @@ func TestQuantile(t *testing.T) {
 		}
 	}
 }
+
+// AddParallel gives Add's statistics bit for bit, whatever the number of workers, and counts
+// the same non-finite values.
+func TestAddParallel(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	batches := [][]float32{}
+	for _, n := range []int{5, 70000, 300001} {
+		b := make([]float32, n)
+		for i := range b {
+			b[i] = float32(r.NormFloat64() * math.Pow(10, float64(r.IntN(3))))
+		}
+		batches = append(batches, b)
+	}
+	one := &ActStats{}
+	for _, b := range batches {
+		one.Add(b, false)
+	}
+	for _, w := range []int{2, 3, 8} {
+		par := &ActStats{}
+		for _, b := range batches {
+			par.AddParallel(b, false, w)
+		}
+		if par.Min != one.Min || par.Max != one.Max || par.Hist.Start != one.Hist.Start || par.Hist.Width != one.Hist.Width {
+			t.Fatalf("%d workers: range [%g, %g] bins %d/%g, want [%g, %g] %d/%g", w, par.Min, par.Max, par.Hist.Start, par.Hist.Width, one.Min, one.Max, one.Hist.Start, one.Hist.Width)
+		}
+		for k := range one.Hist.Counts {
+			if par.Hist.Counts[k] != one.Hist.Counts[k] {
+				t.Fatalf("%d workers: bin %d: %g, want %g", w, k, par.Hist.Counts[k], one.Hist.Counts[k])
+			}
+		}
+		bad := append([]float32(nil), batches[2]...)
+		bad[7], bad[200000], bad[300000] = float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))
+		if n := par.AddParallel(bad, false, w); n != 3 {
+			t.Errorf("%d workers: %d non-finite values counted, want 3", w, n)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package stats
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // LinearStats are the statistics of one linear layer's input, keyed by its weight.
 type LinearStats struct {
@@ -69,23 +72,52 @@ func (a *ActStats) addExtremes(lo, hi float32, held bool) {
 
 // Add accumulates a batch of finite values, from a held-out chunk or not, and returns the
 // number of non-finite ones (which are not counted).
-func (a *ActStats) Add(x []float32, held bool) (bad int) {
-	lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
-	for _, v := range x {
-		lo, hi = min(lo, v), max(hi, v) // a NaN makes both NaN
-	}
-	if lo != lo || hi != hi || math.IsInf(float64(lo), 0) || math.IsInf(float64(hi), 0) {
-		for _, v := range x {
-			if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
-				bad++
-			}
-		}
-		if bad > 0 {
-			return bad
-		}
-	}
+func (a *ActStats) Add(x []float32, held bool) (bad int) { return a.AddParallel(x, held, 1) }
+
+// parallelMin is the batch below which AddParallel stays on one goroutine.
+const parallelMin = 1 << 16
+
+// AddParallel is Add with the batch split over up to workers goroutines: the same result, bit
+// for bit (extremes are order-free, and the histogram's counts are whole numbers).
+func (a *ActStats) AddParallel(x []float32, held bool, workers int) (bad int) {
 	if len(x) == 0 {
 		return 0
+	}
+	workers = max(1, min(workers, len(x)/parallelMin))
+	chunk := (len(x) + workers - 1) / workers
+	parts := make([][2]float32, workers)
+	nonFinite := make([]int, workers)
+	each := func(f func(w int, part []float32)) {
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			part := x[min(len(x), w*chunk):min(len(x), (w+1)*chunk)]
+			if w == workers-1 {
+				f(w, part)
+				continue
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); f(w, part) }()
+		}
+		wg.Wait()
+	}
+	each(func(w int, part []float32) {
+		lo, hi, nan := extremes(part)
+		parts[w] = [2]float32{lo, hi}
+		if nan || math.IsInf(float64(lo), 0) || math.IsInf(float64(hi), 0) {
+			for _, v := range part {
+				if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+					nonFinite[w]++
+				}
+			}
+		}
+	})
+	lo, hi := parts[0][0], parts[0][1]
+	for w := range parts {
+		bad += nonFinite[w]
+		lo, hi = min(lo, parts[w][0]), max(hi, parts[w][1])
+	}
+	if bad > 0 {
+		return bad
 	}
 	if a.Hist.Counts == nil {
 		a.Min, a.Max = lo, hi
@@ -93,8 +125,66 @@ func (a *ActStats) Add(x []float32, held bool) (bad int) {
 		a.Min, a.Max = min(a.Min, lo), max(a.Max, hi)
 	}
 	a.addExtremes(lo, hi, held)
-	a.Hist.Add(x, lo, hi)
+	a.Hist.fit(float64(lo), float64(hi))
+	if workers == 1 {
+		a.Hist.count(x, a.Hist.Counts)
+		return 0
+	}
+	counts := make([][]float64, workers)
+	each(func(w int, part []float32) {
+		counts[w] = make([]float64, len(a.Hist.Counts))
+		a.Hist.count(part, counts[w])
+	})
+	for _, c := range counts {
+		for k, v := range c {
+			a.Hist.Counts[k] += v
+		}
+	}
 	return 0
+}
+
+// extremes returns the minimum and maximum of x (not empty) and whether it holds a NaN,
+// over four independent lanes.
+func extremes(x []float32) (lo, hi float32, nan bool) {
+	l0, l1, l2, l3 := x[0], x[0], x[0], x[0]
+	h0, h1, h2, h3 := x[0], x[0], x[0], x[0]
+	var n float32 // stays finite unless some v is NaN (v − v is NaN only for NaN and ±Inf)
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		a, b, c, d := x[i], x[i+1], x[i+2], x[i+3]
+		if a < l0 {
+			l0 = a
+		}
+		if a > h0 {
+			h0 = a
+		}
+		if b < l1 {
+			l1 = b
+		}
+		if b > h1 {
+			h1 = b
+		}
+		if c < l2 {
+			l2 = c
+		}
+		if c > h2 {
+			h2 = c
+		}
+		if d < l3 {
+			l3 = d
+		}
+		if d > h3 {
+			h3 = d
+		}
+		n += (a - a) + (b - b) + (c - c) + (d - d)
+	}
+	for ; i < len(x); i++ {
+		v := x[i]
+		l0, h0 = min(l0, v), max(h0, v)
+		n += v - v
+	}
+	lo, hi = min(min(l0, l1), min(l2, l3)), max(max(h0, h1), max(h2, h3))
+	return lo, hi, n != n || lo != lo || hi != hi
 }
 
 // Finish sets Held once collection is done: both fit and held-out values were seen (fewer
