@@ -105,6 +105,7 @@ func TestAsmMatchesGeneric(t *testing.T) {
 	if len(Impls()) == 1 {
 		t.Skip("no assembly implementation on this machine")
 	}
+	defer forceTiles()()
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, wt := range Types {
 		cols := 1024 + 32

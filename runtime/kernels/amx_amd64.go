@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -15,12 +16,15 @@ import (
 
 // The AMX implementation ("amx") is the AVX-512 one with more kernels: batched ActQuant
 // products of the types whose activations are Q8_0 blocks (Q4_0, IQ4_NL, Q5_0, Q8_0) or Q8_K
-// super-blocks (Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS) run on AMX-INT8 tiles. Everything else, single-token
-// products and Q4_1/Q5_1 included, is avx512Impl's.
+// super-blocks (Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS) can run on AMX-INT8 tiles; by default
+// only those batches for which the tiles measured faster do (amxTileTokens: the block types
+// from 512 tokens, the K-quants never), and the gqf group matrices' batches of 16 or more
+// tokens (amx_group_amd64.go). Everything else, single-token products and Q4_1/Q5_1 included,
+// is avx512Impl's.
 //
-// Tiles. For a block of up to 16 weight rows, amxBuildB decodes every row to signed int8
-// values (Q4_0 code−8, Q5_0 code−16, IQ4_NL's codebook, Q8_0 as stored) and lays them out as
-// TDPBSSD's B operand: block b of the rows is 8 tile rows of 64 bytes, tile row k holding,
+// Tiles. For a block of up to 16 weight rows, amxBuildB lays the rows' signed int8 values
+// (Q4_0 code−8, Q5_0 code−16, IQ4_NL's codebook, Q8_0 as stored) out as TDPBSSD's B operand
+// (from the packed copy, in assembly: amx_buildb_amd64.s): block b of the rows is 8 tile rows of 64 bytes, tile row k holding,
 // for each weight row n, its elements 32b+4k … 32b+4k+3 (VNNI order). That is the transpose
 // of the rows seen as 32-bit words, so the B tiles of all blocks are one contiguous array.
 // The A operand is the activations' ggml layout as it is (token t's block b at
@@ -46,8 +50,34 @@ import (
 // The implementation is listed only when the CPU reports AMX-TILE and AMX-INT8 and the
 // request succeeds; elsewhere it is never selected.
 
-// amxMinTokens is the batch from which products use the tiles (one full tile of tokens).
+// amxMinTokens is the smallest batch the tiles take (one full tile of tokens); the gqf group
+// matrices use them from there (amx_group_amd64.go: 1.1 to 2.8 times avx512vnni's speed at
+// 16 tokens, more beyond).
 const amxMinTokens = 16
+
+// amxTileTokens is, per ggml type, the batch from which ActQuant products use the tiles by
+// default; a type not listed stays on the avx512vnni kernels at every batch size. Measured on
+// a Sapphire Rapids-class AMX CPU (3072×1024, BenchmarkAMXSpeedup: time of avx512vnni over
+// that of the tiles, interleaved in one run): the 32-element block types reach 1.1–1.4 from
+// 512 tokens (0.4–0.6 at 16, 0.8–1.2 at 128–256), the K-quants stay between 0.8 and 1.05 up
+// to 1024 tokens: their tiles, of 16-element lanes, use a quarter of each tile product. The
+// "amx" implementation must never be slower than "avx512vnni" for a product it handles.
+// Tests lower every entry to amxMinTokens (amxForceTiles) to exercise the tiles.
+var amxTileTokens = map[WType]int{Q4_0: 512, IQ4_NL: 512, Q5_0: 512, Q8_0: 512}
+
+// amxForceTiles makes every AMX-handled type use the tiles from amxMinTokens (tests).
+func amxForceTiles() (restore func()) {
+	prev := amxTileTokens
+	amxTileTokens = map[WType]int{}
+	for _, t := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS} {
+		amxTileTokens[t] = amxMinTokens
+	}
+	return func() { amxTileTokens = prev }
+}
+
+// amxTileProducts counts the products run on the tiles (tests check which path a product
+// took).
+var amxTileProducts atomic.Int64
 
 // amxImpl is avx512Impl with the AMX batched kernels.
 var amxImpl = func() *implTable {
@@ -83,7 +113,8 @@ type amxScratch struct {
 	tk   []float32 // every token's factors, padded to whole tiles: d_a per block, or (float(bsum), d_a) per K-quant lane
 	acc  []float32 // 16 tokens × 16 lanes × 16 rows
 	cbuf []int32   // two C tiles, 16 × 16 each
-	vals []uint8   // 16 rows of decoded values
+	vals []uint8   // 16 rows of decoded values (without a packed copy)
+	rows []byte    // a last block's packed rows, padded to 16 with zero rows
 	cfg  [2][64]byte
 }
 
@@ -107,12 +138,14 @@ func amxConfig(cfg *[64]byte, nt, nr, k int) {
 }
 
 func amxMul(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int) bool {
-	if a.nTok < amxMinTokens || !amxTyped(m.Type) || (a.kind != actQ8_0 && a.kind != actQ8_K) || !amxChecked() {
+	min, ok := amxTileTokens[m.Type]
+	if !ok || a.nTok < max(min, amxMinTokens) || !amxTyped(m.Type) || (a.kind != actQ8_0 && a.kind != actQ8_K) || !amxChecked() {
 		return avx512Mul(m, pk, Y, a, r0, r1)
 	}
+	amxTileProducts.Add(1)
 	s := amxScratchPool.Get().(*amxScratch)
 	defer amxScratchPool.Put(s)
-	amxProduct(m, Y, a, r0, r1, s, amxTileFor(m.Type))
+	amxProduct(m, pk, Y, a, r0, r1, s, amxTileFor(m.Type))
 	return true
 }
 
@@ -194,10 +227,11 @@ func amxSelfCheck(tiles func(WType) amxTileFunc) error {
 		var a Acts
 		prepareActs(&a, m.actKind(), X, nTok, cols)
 		want := make([]float32, nTok*rows)
-		avx512Mul(m, packMatrix(m), want, &a, 0, rows)
+		pk := packMatrix(m)
+		avx512Mul(m, pk, want, &a, 0, rows)
 		got := make([]float32, nTok*rows)
 		s := amxScratchPool.Get().(*amxScratch)
-		amxProduct(m, got, &a, 0, rows, s, tiles(t))
+		amxProduct(m, pk, got, &a, 0, rows, s, tiles(t))
 		amxScratchPool.Put(s)
 		for i := range got {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
@@ -214,7 +248,7 @@ func amxSelfCheck(tiles func(WType) amxTileFunc) error {
 type amxTileFunc func(cfg *byte, acc *float32, cbuf *int32, a *int8, lda int, b *int8, kw *float32, tk *float32, nsteps, nt int, y *float32, ldy int, mask uint64)
 
 // amxProduct computes rows [r0,r1) of Y for every token of a, 16 rows at a time.
-func amxProduct(m *Matrix, Y []float32, a *Acts, r0, r1 int, s *amxScratch, tile amxTileFunc) {
+func amxProduct(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int, s *amxScratch, tile amxTileFunc) {
 	cols, rows, nTok := a.cols, m.Rows, a.nTok
 	kq := m.Type.BlockSize() == 256
 	k, words, steps := 32, 16, cols/32 // block types: one step per block, 16 scale words
@@ -222,10 +256,14 @@ func amxProduct(m *Matrix, Y []float32, a *Acts, r0, r1 int, s *amxScratch, tile
 		k, words, steps = 16, 32, cols/256 // K-quants: 16 lanes per super-block, 32 words each
 	}
 	lanes := cols / k
-	if cap(s.b) < 16*cols || cap(s.kw) < lanes*words || cap(s.vals) < 16*cols {
-		s.b, s.kw, s.vals = make([]byte, 16*cols), make([]uint32, lanes*words), make([]uint8, 16*cols)
+	bb := 16 * cols // B tiles; the builders write whole groups of 16 blocks
+	if !kq {
+		bb = 8192 * ((cols + 511) / 512)
 	}
-	s.b, s.kw, s.vals = s.b[:16*cols], s.kw[:lanes*words], s.vals[:16*cols]
+	if cap(s.b) < bb || cap(s.kw) < lanes*words || cap(s.vals) < 16*cols {
+		s.b, s.kw, s.vals = make([]byte, bb), make([]uint32, lanes*words), make([]uint8, 16*cols)
+	}
+	s.b, s.kw, s.vals = s.b[:bb], s.kw[:lanes*words], s.vals[:16*cols]
 	// The activation factors of every token, once per call, padded with zeros to whole tiles
 	// of 16 tokens (C rows past a tail tile's tokens are stale and must count for nothing):
 	// d_a per block, or (float(bsum), d_a) per K-quant lane.
@@ -249,7 +287,7 @@ func amxProduct(m *Matrix, Y []float32, a *Acts, r0, r1 int, s *amxScratch, tile
 	kw := (*float32)(unsafe.Pointer(&s.kw[0]))
 	for rb := r0; rb < r1; rb += 16 {
 		nr := min(16, r1-rb)
-		amxBuildB(m, rb, nr, s)
+		amxBuildB(m, pk, rb, nr, s)
 		amxConfig(&s.cfg[0], 16, nr, k)
 		mask := uint64(1)<<nr - 1
 		for t0 := 0; t0 < nTok; t0 += 16 {
@@ -280,13 +318,37 @@ func amxTokenFactors(a *Acts, tk []float32) {
 	}
 }
 
-// amxBuildB writes the B tiles and row factors of rows [rb, rb+nr) of m into s: every row is
-// decoded into s.vals (16 rows of cols bytes), which amxTranspose16 then turns into B-tile
-// order (word q of row n at word 16q+n). Rows past nr are left out: the tiles are 4·nr bytes
-// wide, and their factors are zero.
-func amxBuildB(m *Matrix, rb, nr int, s *amxScratch) {
+// amxBuilders are the B-tile builders of amx_buildb_amd64.s, per type: they take the codes
+// from the packed copy that the avx512vnni kernels read (pack.go).
+var amxBuilders = map[WType]func(dst, src *byte, stride, groups int){
+	Q4_0: amxBuildBQ4_0, IQ4_NL: amxBuildBIQ4_NL, Q5_0: amxBuildBQ5_0, Q8_0: amxBuildBQ8_0,
+	Q4_K: amxBuildBQ4_K, Q5_K: amxBuildBQ5_K, Q6_K: amxBuildBQ6_K, Q2_K: amxBuildBQ2_K,
+	Q3_K: amxBuildBQ3_K, IQ4_XS: amxBuildBIQ4_XS,
+}
+
+// amxBuildB writes the B tiles and row factors of rows [rb, rb+nr) of m into s: the factors
+// from the ggml rows (amxDecodeRow), the B tiles (word q of row n at word 16q+n) from the
+// packed copy pk by the type's builder, which decodes and transposes 16 rows at a time (a
+// block cut by the matrix's end is copied to s.rows first, with zero rows after it). Without a
+// packed copy (pk nil) every row is decoded into s.vals and amxTranspose16 makes the tiles.
+// Rows past nr are left out: the tiles are 4·nr bytes wide, and their factors are zero.
+func amxBuildB(m *Matrix, pk *packed, rb, nr int, s *amxScratch) {
 	cols := m.Cols
 	clear(s.kw)
+	build := amxBuilders[m.Type]
+	if pk != nil && build != nil {
+		for n := 0; n < nr; n++ {
+			amxDecodeRow(m.Type, nil, s.kw, n, m.Data[(rb+n)*m.rowBytes:(rb+n+1)*m.rowBytes], cols)
+		}
+		src := pk.data[rb*pk.rowBytes:]
+		if nr < 16 {
+			s.rows = growU8(s.rows, 16*pk.rowBytes)
+			clear(s.rows[copy(s.rows, src[:nr*pk.rowBytes]):])
+			src = s.rows
+		}
+		build(&s.b[0], &src[0], pk.rowBytes, pk.groups)
+		return
+	}
 	for n := 0; n < nr; n++ {
 		row := m.Data[(rb+n)*m.rowBytes : (rb+n+1)*m.rowBytes]
 		amxDecodeRow(m.Type, s.vals[n*cols:(n+1)*cols], s.kw, n, row, cols)
@@ -306,7 +368,8 @@ func amxBuildB(m *Matrix, rb, nr int, s *amxScratch) {
 // amxDecodeRow decodes one ggml row into signed int8 values (vals, as bytes) and writes row
 // n's factors into kw: per 32-element block its scale d_w (kw[16b+n]); per K-quant lane L
 // (kw[32L+n], kw[32L+16+n]) Q4_K, Q5_K float(sc)·d and float(m)·dmin, Q6_K the int32 scale
-// and d, computed as the GEMV kernels compute them.
+// and d, computed as the GEMV kernels compute them. With vals nil it writes only the factors
+// (amxBuildB then takes the values from the packed copy).
 func amxDecodeRow(t WType, vals []uint8, kw []uint32, n int, row []byte, cols int) {
 	f := math.Float32bits
 	switch t {
@@ -314,12 +377,17 @@ func amxDecodeRow(t WType, vals []uint8, kw []uint32, n int, row []byte, cols in
 		// Signed values (Q2_K codes 0..3; Q3_K code−4; IQ4_XS codebook values) and the lane
 		// factors of the GEMV kernels: Q2_K sc·d and m·dmin (as amxQ4KTile reads them), Q3_K
 		// and IQ4_XS the int scale minus 32 and d (as amxQ6KTile reads them).
-		codes(t, vals, row, cols)
+		if vals != nil {
+			codes(t, vals, row, cols)
+		}
 		bs := t.TypeSize()
 		for g := 0; g < cols/256; g++ {
 			blk := row[g*bs : (g+1)*bs]
 			w := kw[512*g:]
-			v := vals[256*g : 256*g+256]
+			var v []uint8
+			if vals != nil {
+				v = vals[256*g : 256*g+256]
+			}
 			switch t {
 			case Q2_K:
 				d, dmin := f16ToF32(le16(blk[80:])), f16ToF32(le16(blk[82:]))
@@ -347,7 +415,9 @@ func amxDecodeRow(t WType, vals []uint8, kw []uint32, n int, row []byte, cols in
 		}
 		return
 	case Q4_K, Q5_K, Q6_K:
-		amxCodesK(t, vals, row, cols)
+		if vals != nil {
+			amxCodesK(t, vals, row, cols)
+		}
 		bs := t.TypeSize()
 		for g := 0; g < cols/256; g++ {
 			blk := row[g*bs : (g+1)*bs]
@@ -370,12 +440,15 @@ func amxDecodeRow(t WType, vals []uint8, kw []uint32, n int, row []byte, cols in
 		return
 	}
 	bs := t.TypeSize()
-	if t == IQ4_NL || t == Q5_0 {
+	if vals != nil && (t == IQ4_NL || t == Q5_0) {
 		codes(t, vals, row, cols) // unsigned codes, mapped to values below
 	}
 	for b := 0; b < cols/32; b++ {
 		blk := row[b*bs : (b+1)*bs]
 		kw[16*b+n] = f(f16ToF32(le16(blk)))
+		if vals == nil {
+			continue
+		}
 		v := vals[32*b : 32*b+32]
 		switch t {
 		case Q8_0:

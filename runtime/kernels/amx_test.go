@@ -27,7 +27,52 @@ func TestMain(m *testing.M) {
 	if os.Getenv(amxChildEnv) == "1" && !amxUsable() {
 		impls = append([]*implTable{amxImpl}, impls...)
 	}
+	defaults = amxTileTokens
+	forceTiles = amxForceTiles
+	if os.Getenv(amxChildEnv) == "1" {
+		amxForceTiles() // the emulated child is there to run the tiles
+	}
 	os.Exit(m.Run())
+}
+
+// defaults is amxTileTokens as the package sets it.
+var defaults map[WType]int
+
+// TestAMXTileTokens checks the default choice of the ggml tiles: a batch of a listed type
+// below its entry, and any batch of an unlisted type, runs on the avx512vnni kernels; a batch
+// at its entry on the tiles.
+func TestAMXTileTokens(t *testing.T) {
+	if !hasImpl("amx") {
+		t.Skip("no AMX on this CPU")
+	}
+	prev := amxTileTokens
+	amxTileTokens = defaults
+	defer func() { amxTileTokens = prev }()
+	rng := rand.New(rand.NewPCG(91, 92))
+	for _, c := range []struct {
+		wt    WType
+		nTok  int
+		tiles bool
+	}{{Q4_0, 511, false}, {Q4_0, 512, true}, {Q8_0, 512, true}, {Q4_K, 1024, false}, {Q6_K, 64, false}, {Q4_0, 64, false}} {
+		cols := 256
+		var data []byte
+		for r := 0; r < 16; r++ {
+			data = append(data, genRow(c.wt, cols, rng, 0)...)
+		}
+		m, err := NewMatrix(c.wt, 16, cols, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		X := make([]float32, c.nTok*cols)
+		for i := range X {
+			X[i] = float32(rng.NormFloat64())
+		}
+		before := amxTileProducts.Load()
+		product(t, "amx", m, X, c.nTok, nil)
+		if got := amxTileProducts.Load() > before; got != c.tiles {
+			t.Errorf("%v, %d tokens: tiles %v, want %v (defaults %v)", c.wt, c.nTok, got, c.tiles, defaults)
+		}
+	}
 }
 
 // TestAMXEncodings disassembles the AMX kernels with GNU objdump, an assembler independent of the
@@ -172,6 +217,7 @@ func TestAMXProducts(t *testing.T) {
 	if !hasImpl("amx") {
 		t.Skip("no AMX on this CPU (TestAMXEmulated runs this test under an emulator)")
 	}
+	defer amxForceTiles()()
 	rng := rand.New(rand.NewPCG(11, 12))
 	tiles, calls := 0, 0
 	for _, wt := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS, Q4_1} {
@@ -307,8 +353,9 @@ func hasImpl(name string) bool {
 	return false
 }
 
-// BenchmarkAMXBuildB measures the B-tile preparation of the AMX kernels (decoding and
-// transposing every row block of a Qwen3-0.6B FFN matrix) beside the avx512vnni product of a
+// BenchmarkAMXBuildB measures the B-tile preparation of the AMX kernels (the row factors
+// from the ggml rows, the tiles from the packed copy by amx_buildb_amd64.s, for every row
+// block of a Qwen3-0.6B FFN matrix) beside the avx512vnni product of a
 // 512-token prompt with the same matrix, measured in the same run: the ratio bounds the
 // share of an AMX product that goes to its preparation (it runs on any AVX-512 machine).
 func BenchmarkAMXBuildB(b *testing.B) {
@@ -349,11 +396,12 @@ func BenchmarkAMXBuildB(b *testing.B) {
 			if wt.BlockSize() == 256 {
 				k, words = 16, 32
 			}
-			s.b, s.kw, s.vals = make([]byte, 16*cols), make([]uint32, cols/k*words), make([]uint8, 16*cols)
+			s.b, s.kw, s.vals = make([]byte, 8192*((cols+255)/256)), make([]uint32, cols/k*words), make([]uint8, 16*cols)
+			pk := m.packedFor(avx512Impl)
 			b.ResetTimer()
 			for range b.N {
 				for rb := 0; rb < rows; rb += 16 {
-					amxBuildB(m, rb, 16, s)
+					amxBuildB(m, pk, rb, 16, s)
 				}
 			}
 			build := b.Elapsed() / time.Duration(b.N)
@@ -380,5 +428,105 @@ func TestAMXSelfCheck(t *testing.T) {
 	}
 	if err := amxSelfCheck(broken); err == nil || !strings.Contains(err.Error(), "Q4_0: token 0 row 0") {
 		t.Fatalf("self-check of a broken tile kernel: %v", err)
+	}
+}
+
+// TestAMXBuildB checks the assembly B-tile builders (from the packed copy) against the Go
+// decoding of the ggml rows, byte for byte, for every AMX-handled type, full and cut row
+// blocks and rows with several groups (and a last, partial one for the 32-element types).
+func TestAMXBuildB(t *testing.T) {
+	if !hasImpl("avx512vnni") {
+		t.Skip("no AVX-512")
+	}
+	rng := rand.New(rand.NewPCG(81, 82))
+	for _, wt := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS} {
+		cols := 1056 // 33 blocks: two groups, the second with one block
+		if wt.BlockSize() == 256 {
+			cols = 768
+		}
+		const rows = 21
+		var data []byte
+		for r := 0; r < rows; r++ {
+			data = append(data, genRow(wt, cols, rng, r%4)...)
+		}
+		m, err := NewMatrix(wt, rows, cols, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pk := packMatrix(m)
+		k, words := 32, 16
+		if wt.BlockSize() == 256 {
+			k, words = 16, 32
+		}
+		mk := func() *amxScratch {
+			return &amxScratch{b: make([]byte, 8192*((cols+511)/512)), kw: make([]uint32, cols/k*words), vals: make([]uint8, 16*cols)}
+		}
+		for _, blk := range [][2]int{{0, 16}, {16, 5}} {
+			fast, slow := mk(), mk()
+			amxBuildB(m, pk, blk[0], blk[1], fast)
+			amxBuildB(m, nil, blk[0], blk[1], slow)
+			for q := 0; q < cols/4; q++ { // B word q of row n at word 16q+n; rows past nr don't count
+				for n := 0; n < blk[1]; n++ {
+					i := 4 * (16*q + n)
+					if string(fast.b[i:i+4]) != string(slow.b[i:i+4]) {
+						t.Fatalf("%v rows %v: B word %d of row %d: % x, Go decoding % x", wt, blk, q, n, fast.b[i:i+4], slow.b[i:i+4])
+					}
+				}
+			}
+			for i := range fast.kw {
+				if fast.kw[i] != slow.kw[i] {
+					t.Fatalf("%v rows %v: factor %d differs", wt, blk, i)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkAMXSpeedup measures, per ggml type and batch size, the tiles (forced from
+// amxMinTokens) against the avx512vnni kernels on Qwen3-0.6B's FFN shape, interleaved in one
+// run, and reports speedup = avx512vnni's time over the tiles' (the products without the
+// activations' preparation). amxTileTokens's entries come from it:
+//
+//	go test -run - -bench AMXSpeedup -benchtime 10x ./runtime/kernels/
+func BenchmarkAMXSpeedup(b *testing.B) {
+	if !hasImpl("amx") {
+		b.Skip("no AMX on this CPU")
+	}
+	defer amxForceTiles()()
+	const rows, cols = 3072, 1024
+	for _, wt := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS} {
+		m := benchMatrices(b, wt, rows, cols)[0]
+		for _, nTok := range []int{16, 64, 128, 256, 512, 1024} {
+			b.Run(fmt.Sprintf("%v/%dtok", wt, nTok), func(b *testing.B) {
+				X := make([]float32, nTok*cols)
+				for i := range X {
+					X[i] = float32(i%11) - 5
+				}
+				Y := make([]float32, nTok*rows)
+				var at, av Acts
+				restore, _ := SetImpl("amx")
+				m.Pack()
+				m.Prepare(&at, X, nTok)
+				restore()
+				restore, _ = SetImpl("avx512vnni")
+				m.Prepare(&av, X, nTok)
+				restore()
+				var tt, tv time.Duration
+				for b.Loop() {
+					restore, _ := SetImpl("amx")
+					t0 := time.Now()
+					m.MulActs(Y, &at, 0, rows)
+					t1 := time.Now()
+					restore()
+					restore, _ = SetImpl("avx512vnni")
+					m.MulActs(Y, &av, 0, rows)
+					tt, tv = tt+t1.Sub(t0), tv+time.Since(t1)
+					restore()
+				}
+				b.ReportMetric(tt.Seconds()*1e6/float64(b.N), "tiles-µs")
+				b.ReportMetric(tv.Seconds()*1e6/float64(b.N), "avx512-µs")
+				b.ReportMetric(float64(tv)/float64(tt), "speedup")
+			})
+		}
 	}
 }

@@ -15,6 +15,15 @@ var iq4nlPlus128 = func() (t [16]byte) {
 	return t
 }()
 
+// iq4nlValues is IQ4_NL's codebook as bytes (·iq4nlValues(SB), the VPSHUFB table of the AMX
+// B-tile builders).
+var iq4nlValues = func() (t [16]byte) {
+	for i, v := range kvaluesIQ4NL {
+		t[i] = byte(v)
+	}
+	return t
+}()
+
 //go:noescape
 func gemvF32(y *float32, w *byte, stride, rows int, x *float32, n int)
 
@@ -212,3 +221,35 @@ func gemmIQ4_XSx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *b
 
 //go:noescape
 func gemmIQ4_XSx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+// The AMX B-tile builders (amx_buildb_amd64.s).
+
+//go:noescape
+func amxBuildBQ4_0(dst, src *byte, stride, groups int)
+
+//go:noescape
+func amxBuildBIQ4_NL(dst, src *byte, stride, groups int)
+
+//go:noescape
+func amxBuildBQ5_0(dst, src *byte, stride, groups int)
+
+//go:noescape
+func amxBuildBQ8_0(dst, src *byte, stride, groups int)
+
+//go:noescape
+func amxBuildBQ4_K(dst, src *byte, stride, groups int)
+
+//go:noescape
+func amxBuildBQ2_K(dst, src *byte, stride, groups int)
+
+//go:noescape
+func amxBuildBQ5_K(dst, src *byte, stride, groups int)
+
+//go:noescape
+func amxBuildBQ6_K(dst, src *byte, stride, groups int)
+
+//go:noescape
+func amxBuildBQ3_K(dst, src *byte, stride, groups int)
+
+//go:noescape
+func amxBuildBIQ4_XS(dst, src *byte, stride, groups int)

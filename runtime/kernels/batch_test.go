@@ -12,6 +12,7 @@ import (
 // blocks. It also checks each token against an independent float64 computation over the
 // test's own quantization of the activations (TestQuantPath's reference, summed per element).
 func TestBatchInvariance(t *testing.T) {
+	defer forceTiles()()
 	forEachImpl(t, func(t *testing.T, impl string) {
 		rng := rand.New(rand.NewPCG(7, 7))
 		for _, wt := range Types {

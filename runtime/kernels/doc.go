@@ -41,10 +41,14 @@
 //     attention.
 //
 // Assembly ("amx", where the CPU has AMX-TILE and AMX-INT8 and Linux grants the tile state):
-// the avx512vnni kernels, except that ActQuant products of 16 or more tokens of Q4_0, IQ4_NL,
-// Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K and IQ4_XS weights run on AMX-INT8 tiles, with
-// the float operations of the AVX-512 GEMV, so that the results are the same bits
-// (amx_amd64.go).
+// the avx512vnni kernels, except that batched ActQuant products can run on AMX-INT8 tiles,
+// with the float operations of the AVX-512 GEMV, so that the results are the same bits
+// (amx_amd64.go): kernels exist for Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K
+// and IQ4_XS (B tiles built from the packed copy in assembly, amx_buildb_amd64.s), but by
+// default only the batches for which the tiles measured faster than avx512vnni use them
+// (amxTileTokens: Q4_0, IQ4_NL, Q5_0 and Q8_0 from 512 tokens; the K-quants never, their
+// tiles being no faster; BenchmarkAMXSpeedup measures it). The "amx" implementation is never
+// meant to be slower than "avx512vnni" on a product it handles.
 //
 // Q2_K, Q3_K and IQ4_XS (llama.cpp's Q2_K, Q3_K_* and IQ4_XS files): generic Go ports of
 // ggml's *_generic dot products, and AVX-512 GEMV kernels in the K-quant layout (a batch runs

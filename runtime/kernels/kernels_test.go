@@ -256,3 +256,8 @@ func TestQuantPath(t *testing.T) {
 		}
 	})
 }
+
+// forceTiles makes the AMX implementation run every type it handles on the tiles from its
+// smallest batch, returning a function that restores the defaults (set by amx_test.go where
+// the AMX implementation exists; elsewhere it does nothing).
+var forceTiles = func() (restore func()) { return func() {} }
