@@ -42,6 +42,10 @@ type Hooks struct {
 	// ignored, unless Modifies says the hook changes them: those are computed on the side, so
 	// that observing changes no result.
 	Activation func(name string, x []float32, nTok, dim int)
+	// Points, when set, limits Activation to the points it reports (nil: every point); the
+	// others are not computed on the side, and nodes without an observed point keep the fast
+	// fused path.
+	Points func(point string) bool
 	// Modifies, when set, reports the points whose changes by Activation must flow on: a node
 	// with such a point before its value runs in the primitive form of the lowered graph
 	// (arch.Lower), in which each of its points is a tensor the rest is computed from.

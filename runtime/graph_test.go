@@ -2,12 +2,17 @@ package runtime_test
 
 import (
 	"math"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/gquant/gquant/convert/gqfconv"
+	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/hf/synth"
 	. "github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestPointsAreTheLoweredTensors checks that the points the runtime names (what calibration
@@ -113,6 +118,109 @@ func TestPrimitiveForm(t *testing.T) {
 			}
 			if math.Abs(float64(soft[h*P]-1)) > 1e-6 {
 				t.Errorf("%s: head %d: token 0 attends %g to itself, want 1", preset, h, soft[h*P])
+			}
+		}
+	}
+}
+
+// TestObservePoints: Hooks.Points limits what Activation receives, and the logits stay those
+// of the unobserved model.
+func TestObservePoints(t *testing.T) {
+	dir := modelDir(t, stories260k)
+	ids := []int{1, 403, 407, 261, 378}
+	plain := loadModel(t, dir, Options{Threads: 2})
+	want, err := plain.Eval(plain.NewState(8), ids, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	h := &Hooks{Points: func(p string) bool { return p == "blk.2.out" || p == "blk.1.kq_softmax" },
+		Activation: func(name string, x []float32, n, dim int) { seen = append(seen, name) }}
+	m := loadModel(t, dir, Options{Threads: 2, Hooks: h})
+	got, err := m.Eval(m.NewState(8), ids, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Error("observing two points changed the logits")
+	}
+	if !slices.Equal(seen, []string{"blk.1.kq_softmax", "blk.2.out"}) {
+		t.Errorf("observed %v", seen)
+	}
+}
+
+// rewriteGQF copies a gqf file with its manifest edited.
+func rewriteGQF(t *testing.T, in, out string, edit func(m *gqf.Manifest)) {
+	t.Helper()
+	f, err := gqf.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := proto.Clone(f.Manifest).(*gqf.Manifest)
+	tensors := m.Tensors
+	m.Tensors = nil
+	edit(m)
+	b := gqf.NewBuilder(m)
+	for i, tt := range tensors {
+		src := f.Manifest.Tensors[i]
+		b.AddTensor(tt, f.Bytes(src.Data), f.Bytes(src.Scales), f.Bytes(src.Zeros), f.Bytes(src.BlockScales))
+	}
+	if err := b.WriteFile(out, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGQFEncodingsPlacedOrRefused: every activation encoding of a w8a16 file is simulated
+// (Encodings), and a file whose encodings name no tensor of the graph, or give a
+// data-movement tensor another encoding than the tensor it moves, is refused in one line
+// naming them.
+func TestGQFEncodingsPlacedOrRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.gqf")
+	if _, err := gqfconv.Convert(stories260k, path, gqfconv.Options{Scheme: "w8a16", MaxLen: 16, Corpus: filepath.Join("..", "testdata", "corpora", "tinystories-calib.txt"), CalibWindows: 2}); err != nil {
+		t.Fatal(err)
+	}
+	m := loadModel(t, path, Options{Threads: 1})
+	placed, total := m.Encodings()
+	low, err := m.Graph().Lower(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != len(low.Graph.Activations) || placed != total {
+		t.Errorf("%d of %d encodings placed; the graph has %d activations", placed, total, len(low.Graph.Activations))
+	}
+	for _, c := range []struct {
+		name string
+		edit func(m *gqf.Manifest)
+		want []string
+	}{
+		{"unknown names", func(m *gqf.Manifest) {
+			g := m.Graph
+			last := g.Activations[len(g.Activations)-1]
+			for _, name := range []string{"mystery", "enigma"} {
+				g.Nodes = append(g.Nodes, &gqf.Node{Name: name, Op: gqf.OpSigmoid, Inputs: []string{last.Name}, Outputs: []string{name}})
+				g.Activations = append(g.Activations, &gqf.Value{Name: name, Dtype: gqf.DataType_F32, Shape: last.Shape, Encoding: last.Encoding})
+			}
+		}, []string{"2 activation encodings name no tensor of the llama graph: enigma, mystery"}},
+		{"requantized data movement", func(m *gqf.Manifest) {
+			for _, a := range m.Graph.Activations {
+				if a.Name == "blk.1.v_heads" {
+					a.Encoding.Scale[0] *= 2
+				}
+			}
+		}, []string{"1 data-movement tensors carry another encoding", "blk.1.v and blk.1.v_heads"}},
+	} {
+		bad := filepath.Join(dir, "bad.gqf")
+		rewriteGQF(t, path, bad, c.edit)
+		_, err := Load(bad, Options{Threads: 1})
+		if err == nil {
+			t.Errorf("%s: loaded", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) || !strings.HasPrefix(err.Error(), bad+": ") || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s: error %q, want one line naming the file and containing %q", c.name, err, w)
 			}
 		}
 	}

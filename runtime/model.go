@@ -149,10 +149,12 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 	}
 	m.rope = newRope(s, src.family.RopeLayout(src.format), factors)
 	m.graph = arch.ModelGraph(s)
-	observed := opts.Hooks != nil && opts.Hooks.Activation != nil
-	var modifies func(string) bool
-	if observed {
-		modifies = opts.Hooks.Modifies
+	var observed, modifies func(string) bool
+	if h := opts.Hooks; h != nil && h.Activation != nil {
+		observed, modifies = h.Points, h.Modifies
+		if observed == nil {
+			observed = func(string) bool { return true }
+		}
 	}
 	p, err := m.compile(m.graph, observed, modifies, quant)
 	if err != nil {

@@ -25,7 +25,7 @@ func (m *Model) point(en *execNode, k int, x []float32, nTok int) {
 	if q := en.quant[k]; q != nil {
 		q.apply(x)
 	}
-	if en.observe && nTok > 0 {
+	if en.observed[k] && nTok > 0 {
 		m.hooks.Activation(en.points[k], x, nTok, len(x)/nTok)
 	}
 }
@@ -111,6 +111,10 @@ func (m *Model) ropeNode(st *State, en *execNode, y []float32, t0, t1 int) {
 func (m *Model) swigluNode(st *State, en *execNode, y []float32, t0, t1 int) {
 	g, u := st.rows(en.in[0], t0, t1), st.rows(en.in[1], t0, t1)
 	nt := t1 - t0
+	if !en.internal && !en.observed[0] && !en.observed[1] {
+		kernels.SiLUMul(y, g, u)
+		return
+	}
 	st.side = grow(st.side, len(g))
 	sig := st.side
 	for i, v := range g {
@@ -151,7 +155,8 @@ func (m *Model) attentionNode(st *State, en *execNode, n int) {
 	y := st.rows(en.out, 0, n)
 	scale := arch.AttentionScale(s)
 	chunk := max(1, min(n, maxScoreValues/(H*P)))
-	for c0 := 0; c0 < n; c0 += chunk {
+	scores := en.internal || en.observed[0] || en.observed[1] || en.observed[2] || en.observed[3]
+	for c0 := 0; c0 < n && scores; c0 += chunk {
 		c1 := min(n, c0+chunk)
 		nt := c1 - c0
 		st.side = grow(st.side, nt*H*P)

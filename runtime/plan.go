@@ -70,9 +70,12 @@ type execNode struct {
 	points []string        // n.Points()
 	// quant holds the static encoding of each point (nil: float), from a gqf file.
 	quant []*qdq
-	// internal reports whether a point before the value is observed or quantized: the node
-	// then runs in its primitive form (observe.go).
-	observe, internal bool
+	// observed marks the points handed to Hooks.Activation; observe is set when any is.
+	observed []bool
+	observe  bool
+	// internal reports whether a point before the value is quantized (or modified by a hook):
+	// the node then runs in its primitive form (observe.go).
+	internal bool
 }
 
 // plan is the compiled graph.
@@ -84,9 +87,9 @@ type plan struct {
 	output *execNode
 }
 
-// compile builds the plan of m's graph. observed reports whether Hooks.Activation is set,
-// modifies (nil: none) which points it changes; quant maps points to encodings.
-func (m *Model) compile(g *arch.Graph, observed bool, modifies func(string) bool, quant map[string]*qdq) (*plan, error) {
+// compile builds the plan of m's graph. observed reports which points Hooks.Activation
+// receives (nil: none), modifies (nil: none) which it changes; quant maps points to encodings.
+func (m *Model) compile(g *arch.Graph, observed, modifies func(string) bool, quant map[string]*qdq) (*plan, error) {
 	p := &plan{}
 	// Last use of every value, in node order (the graph output lives to the end).
 	last := map[string]int{}
@@ -168,9 +171,13 @@ func (m *Model) compile(g *arch.Graph, observed bool, modifies func(string) bool
 			e := quant[pt]
 			en.quant = append(en.quant, e)
 		}
-		en.observe = observed
+		en.observed = make([]bool, len(en.points))
+		for k, pt := range en.points {
+			en.observed[k] = observed != nil && observed(pt)
+			en.observe = en.observe || en.observed[k]
+		}
 		for k, e := range en.quant[:len(en.quant)-1] {
-			if e != nil || (modifies != nil && modifies(en.points[k])) {
+			if e != nil || (en.observed[k] && modifies != nil && modifies(en.points[k])) {
 				en.internal = true
 			}
 		}

@@ -49,7 +49,7 @@ type rtModel struct {
 // workers (0: one per CPU).
 func OpenRuntime(path string, threads int) (Model, error) {
 	a := &rtModel{}
-	hooks := &runtime.Hooks{Activation: a.observe}
+	hooks := &runtime.Hooks{Activation: a.observe, Points: isBlockOut}
 	m, err := runtime.Load(path, runtime.Options{Threads: threads, Hooks: hooks})
 	if err != nil {
 		return nil, err
@@ -57,6 +57,12 @@ func OpenRuntime(path string, threads int) (Model, error) {
 	a.m = m
 	a.hidden = make([][]float32, m.Spec().Layers)
 	return a, nil
+}
+
+// isBlockOut reports whether a point is the residual stream after a block ("blk.N.out"), the
+// only points verify observes.
+func isBlockOut(name string) bool {
+	return strings.HasPrefix(name, "blk.") && strings.HasSuffix(name, ".out")
 }
 
 // observe keeps a copy of "blk.N.out" (the residual stream after block N) while capturing.
@@ -76,7 +82,10 @@ func (a *rtModel) Vocab() int                 { return a.m.Vocab() }
 func (a *rtModel) Layers() int                { return a.m.Spec().Layers }
 func (a *rtModel) Tokenizer() Tokenizer       { return a.m.Tokenizer() }
 func (a *rtModel) BPW() (all, linear float64) { return a.m.BPW() }
-func (a *rtModel) Close() error               { return a.m.Close() }
+
+// Encodings counts a gqf file's activation encodings applied and present (runtime.Model).
+func (a *rtModel) Encodings() (simulated, inFile int) { return a.m.Encodings() }
+func (a *rtModel) Close() error                       { return a.m.Close() }
 
 func (a *rtModel) Begin(maxTokens int) {
 	if a.st == nil || a.st.Cap() < maxTokens {

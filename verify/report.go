@@ -138,6 +138,16 @@ type Artifact struct {
 	Path      string  `json:"path"`
 	BPW       float64 `json:"bpw"`        // bits per weight over all tensors
 	BPWLinear float64 `json:"bpw_linear"` // over the linear layers' weights only
+	// ActivationEncodings, for a gqf file with static activation encodings, counts those the
+	// runtime applied (simulating the NPU's activation quantization) and those the file has:
+	// the runtime refuses a file with encodings it cannot place, so the two are equal.
+	ActivationEncodings *EncodingCount `json:"activation_encodings,omitempty"`
+}
+
+// EncodingCount counts a gqf file's activation encodings.
+type EncodingCount struct {
+	Simulated int `json:"simulated"`
+	InFile    int `json:"in_file"`
 }
 
 // Reference says what the test was compared with.

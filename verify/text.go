@@ -17,6 +17,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	p("gquant verify: %s against %s\n", r.Artifact.Path, ref)
 	p("artifact          %.4f bpw (linear layers %.4f bpw)\n", r.Artifact.BPW, r.Artifact.BPWLinear)
+	if e := r.Artifact.ActivationEncodings; e != nil {
+		p("activations       %d of the file's %d static encodings simulated\n", e.Simulated, e.InFile)
+	}
 	p("tokens scored     %d (%d windows of %d tokens, positions %d–%d scored, KL %s)\n",
 		r.TokensScored, r.Protocol.Chunks, r.Protocol.Ctx, r.Protocol.First, r.Protocol.Ctx-2, r.Protocol.KL)
 	if r.Logits.Available() {

@@ -155,6 +155,11 @@ func Run(o Options) (rep *Report, err error) {
 	rep = &Report{Schema: Schema, Metrics: acc.Summary(), Greedy: greedy, Notes: notes, klValues: acc.KLValues()}
 	rep.Artifact.Path = o.Artifact
 	rep.Artifact.BPW, rep.Artifact.BPWLinear = test.BPW()
+	if e, ok := test.(interface{ Encodings() (int, int) }); ok {
+		if sim, in := e.Encodings(); in > 0 {
+			rep.Artifact.ActivationEncodings = &EncodingCount{Simulated: sim, InFile: in}
+		}
+	}
 	rep.Reference = Reference{Path: o.Ref, Logits: o.RefLogits}
 	if ref != nil {
 		rep.Reference.BPW, rep.Reference.BPWLinear = ref.BPW()
