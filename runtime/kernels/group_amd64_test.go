@@ -75,6 +75,15 @@ func TestAMXGroupProducts(t *testing.T) {
 							t.Fatalf("%v %d cols %v, %d tokens: token %d row %d: amx %v, avx512vnni %v", f, cols, mode, nTok, i/37, i%37, got[i], want[i])
 						}
 					}
+					if nTok == 33 && cols == 768 {
+						// Rows spread over a pool: tiles used by several threads at once.
+						got := groupPooled(t, m, mode, X, nTok)
+						for i := range got {
+							if !sameBits(got[i], want[i]) {
+								t.Fatalf("%v %v pooled: token %d row %d: amx %v, avx512vnni %v", f, mode, i/37, i%37, got[i], want[i])
+							}
+						}
+					}
 				}
 			}
 		}
@@ -186,4 +195,19 @@ func TestAMXGroupEncodings(t *testing.T) {
 			t.Errorf("tile instructions of %s:\n%s\nwant:\n%s", fn, strings.Join(got, "\n"), strings.Join(w, "\n"))
 		}
 	}
+}
+
+// groupPooled computes m × X under "amx" with the rows handed out in chunks of 16 to the
+// workers of a pool of 3.
+func groupPooled(t *testing.T, m *Matrix, mode ActMode, X []float32, nTok int) []float32 {
+	restore, _ := SetImpl("amx")
+	defer restore()
+	p := NewPool(3)
+	defer p.Close()
+	m.Mode = mode
+	var a Acts
+	m.PrepareOn(p, &a, X, nTok)
+	Y := make([]float32, nTok*m.Rows)
+	p.RunDynamic(m.Rows, 16, func(_, lo, hi int) { m.MulActs(Y, &a, lo, hi) })
+	return Y
 }
