@@ -1,9 +1,11 @@
 // Package kernels holds the compute kernels of gquant's CPU runtime: matrix × vector (decode) and
-// matrix × matrix (prefill) products over weights stored as raw GGUF/ggml bytes, and the worker
-// pool that splits them across threads.
+// matrix × matrix (prefill) products over weights stored as raw GGUF/ggml bytes or as gqf's
+// packed integer groups, and the worker pool that splits them across threads.
 //
-// A Matrix wraps the bytes of one weight tensor (row-major, one ggml row per output feature).
-// Its products come in two activation modes (ActMode):
+// A Matrix wraps the bytes of one weight tensor (row-major, one ggml row per output feature;
+// NewMatrix), or holds the packed form of a gqf integer tensor (NewGroupMatrix, below). The
+// ggml types' names and sizes come from formats/gguf's table; Types lists those the kernels
+// support. A ggml matrix's products come in two activation modes (ActMode):
 //
 //   - ActFloat: the weights are decoded to float32 and multiplied by float32 activations
 //     (W4A16-style).
@@ -51,9 +53,8 @@
 // meant to be slower than "avx512vnni" on a product it handles.
 //
 // Q2_K, Q3_K and IQ4_XS (llama.cpp's Q2_K, Q3_K_* and IQ4_XS files): generic Go ports of
-// ggml's *_generic dot products, and AVX-512 GEMV kernels in the K-quant layout (a batch runs
-// them token by token over row blocks that stay in cache; no GEMM or float-activation
-// assembly yet).
+// ggml's *_generic dot products, and AVX-512 GEMV and GEMM kernels in the K-quant layout (no
+// float-activation assembly yet).
 //
 // gqf integer weights (group.go): NewGroupMatrix packs gqf's int4 groups (G = 16 … 256,
 // asymmetric with uint8 zero points or symmetric, LPBQ included once its scales are multiplied
@@ -66,7 +67,12 @@
 // gqf's "int8 per token" linear inputs); the block sums are exact int32 and the float
 // operations are fixed (group.go), so every implementation and batch size gives the same bits.
 // A token with a NaN or an infinity among its activations gets NaN outputs. The generic Go
-// code is the reference.
+// code is the reference. Formats and shapes the packed layout cannot take are errors (the
+// caller widens those to float32): int4 groups other than 16 … 256 (powers of two) or not
+// dividing the row, zero points above 15, int8 that is asymmetric or grouped, int8 rows not a
+// multiple of 4 long or longer than 131072. Each a16 activation is within 0.51·d of the float
+// one (d = amax/32767 of its block), each a8 one within 0.51·d (d = amax/127 of its token),
+// for d normal; TestGroupProducts holds the products to the bound that follows.
 //
 // Assembly for the gqf group matrices ("avx512vnni" and "amx"; gemm_group_amd64.s): the
 // activations are quantized by AVX-512 code (quant_group_amd64.s, VDIVPS and round-to-even
@@ -78,11 +84,12 @@
 // rows that are multiples of 64) run on AMX-INT8 tiles (amx_group_amd64.s): B tiles of signed
 // weights built per 16-row block from the packed codes, a16 activations split into high and
 // low bytes (TDPBSSD + TDPBUSD), exact int32 sums, the same float operations in the same
-// order: the same bits as avx512vnni, behind a self-check.
+// order: the same bits as avx512vnni, behind a self-check. BenchmarkGroupMatVec and
+// BenchmarkGroupMatMul measure them beside the Q4_0 kernels of the same shape, implementation
+// and batch in the same run (x_q4_0).
 //
 // The generic code always reads the ggml layout in Matrix.Data (and the packed layout of
-// group matrices). For threads, Pool runs a
-// product's row ranges on persistent workers (Run: one contiguous chunk per worker;
+// group matrices). For threads, Pool runs a product's row ranges on persistent workers (Run: one contiguous chunk per worker;
 // RunDynamic: small chunks handed to whichever worker is free, which keeps a job going when
 // another process takes a core); prepare the activations once (Matrix.Prepare, or
 // Matrix.PrepareOn to spread the conversion of a batch over a pool) and call Matrix.MulActs
