@@ -29,7 +29,7 @@ const (
 	llamaDat  = "testdata/stories260k.imatrix.dat"
 	llamaF32  = "testdata/stories260k.imatrix-f32attn.gguf"
 	// stories3m lives outside the repository; its test skips when it is absent.
-	model3m    = "../../shared/models/stories3m"
+	model3m    = "../testdata/models/stories3m"
 	llamaF32s3 = "testdata/stories3m.imatrix-f32attn.gguf"
 )
 

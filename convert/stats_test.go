@@ -21,8 +21,8 @@ import (
 // stats change the output. stories3m (untied) covers the head; stories260k a tied one.
 func TestStatsAndTheirImatrixGiveTheSameBytes(t *testing.T) {
 	dirs := []string{"../testdata/models/stories260k"}
-	if _, err := os.Stat("../../shared/models/stories3m/config.json"); err == nil {
-		dirs = append(dirs, "../../shared/models/stories3m")
+	if _, err := os.Stat("../testdata/models/stories3m/config.json"); err == nil {
+		dirs = append(dirs, "../testdata/models/stories3m")
 	}
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) { statsAndImatrix(t, dir) })

@@ -71,7 +71,7 @@ func llamaProbs(t *testing.T, node, modules, model string, ids []int, vocab int)
 // evalTokens returns BOS and the first n−1 tokens of the TinyStories evaluation text.
 func evalTokens(t *testing.T, m *Model, n int) []int {
 	t.Helper()
-	path := filepath.Join("..", "..", "shared", "corpora", "tinystories-eval.txt")
+	path := filepath.Join("..", "testdata", "corpora", "tinystories-eval.txt")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Skipf("corpus not available: %v", err)

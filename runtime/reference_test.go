@@ -11,11 +11,10 @@ import (
 	. "github.com/gquant/gquant/runtime"
 )
 
-// Model folders used by the tests: the bundled copy of stories260k and, when present, the
-// shared stories3m.
+// Model folders used by the tests: the bundled copies of stories260k and stories3m.
 var (
 	stories260k = filepath.Join("..", "testdata", "models", "stories260k")
-	stories3m   = filepath.Join("..", "..", "shared", "models", "stories3m")
+	stories3m   = filepath.Join("..", "testdata", "models", "stories3m")
 )
 
 // reference is the part of a model folder's reference.json the tests read: logits computed

@@ -139,3 +139,132 @@ func TestInteropONNXRuntime(t *testing.T) {
 		}
 	}
 }
+
+// windows returns n windows of L tokens of the evaluation corpus (BOS first), for
+// comparisons over many positions.
+func windows(t *testing.T, m *runtime.Model, n, L int) [][]int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "corpora", "tinystories-eval.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := m.Tokenizer()
+	stream := tok.Encode(string(b[:min(len(b), 64*n*L)]), false)
+	var out [][]int
+	for i := 0; len(out) < n && (i+1)*(L-1) <= len(stream); i++ {
+		w := append([]int{tok.BOS()}, stream[i*(L-1):(i+1)*(L-1)]...)
+		out = append(out, w)
+	}
+	if len(out) < n {
+		t.Fatalf("corpus too short for %d windows of %d", n, L)
+	}
+	return out
+}
+
+// logSoftmax returns log softmax(x) in float64.
+func logSoftmax(x []float64) []float64 {
+	mx := math.Inf(-1)
+	for _, v := range x {
+		mx = max(mx, v)
+	}
+	var s float64
+	for _, v := range x {
+		s += math.Exp(v - mx)
+	}
+	out := make([]float64, len(x))
+	ls := math.Log(s) + mx
+	for i, v := range x {
+		out[i] = v - ls
+	}
+	return out
+}
+
+// kl is KL(p‖q) from log-probabilities.
+func kl(lp, lq []float64) float64 {
+	var s float64
+	for i := range lp {
+		if p := math.Exp(lp[i]); p > 0 {
+			s += p * (lp[i] - lq[i])
+		}
+	}
+	return s
+}
+
+// TestQDQAgreesWithSimulation: the QDQ ONNX export of w8a16 and w4a16-lpbq files, run by
+// ONNX Runtime, agrees with gquant's runtime simulating the same file's encodings:
+// KL(ORT ‖ gquant) is at most 1 % of KL(bf16 ‖ gquant), the quantization error being
+// measured, over windows of the evaluation text, for stories260k and stories3m.
+func TestQDQAgreesWithSimulation(t *testing.T) {
+	node, modules := peers.Require(t, "onnxruntime-node")
+	const L, nWin = 32, 8
+	for _, dir := range []string{model260k, peers.Stories3m(t)} {
+		bf16, err := runtime.Load(dir, runtime.Options{Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wins := windows(t, bf16, nWin, L)
+		var prompts []refPrompt
+		for _, w := range wins {
+			prompts = append(prompts, refPrompt{ids: w})
+		}
+		ref := make([][][]float64, len(wins))
+		for i, w := range wins {
+			lg, err := bf16.Eval(bf16.NewState(0), w, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			V := bf16.Vocab()
+			for p := range w {
+				row := make([]float64, V)
+				for j := range row {
+					row[j] = float64(lg[p*V+j])
+				}
+				ref[i] = append(ref[i], logSoftmax(row))
+			}
+		}
+		bf16.Close()
+		for _, scheme := range []string{"w8a16", "w4a16-lpbq"} {
+			path := convertTo(t, dir, scheme, L)
+			f, err := gqf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			onnxPath := filepath.Join(t.TempDir(), "m.onnx")
+			err = WriteONNX(onnxPath, f, Options{QDQ: true}, false)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ort := ortLogits(t, node, modules, onnxPath, L, prompts)
+			m, err := runtime.Load(path, runtime.Options{Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var klOrt, klRef float64
+			n := 0
+			for i, w := range wins {
+				lg, err := m.Eval(m.NewState(0), w, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				V := m.Vocab()
+				for p := range w {
+					row := make([]float64, V)
+					for j := range row {
+						row[j] = float64(lg[p*V+j])
+					}
+					lq := logSoftmax(row)
+					klOrt += kl(logSoftmax(ort[i][p]), lq)
+					klRef += kl(ref[i][p], lq)
+					n++
+				}
+			}
+			m.Close()
+			klOrt, klRef = klOrt/float64(n), klRef/float64(n)
+			t.Logf("%s %s: KL(ORT‖gquant) %.3g, KL(bf16‖gquant) %.3g (ratio %.4f) over %d positions", filepath.Base(dir), scheme, klOrt, klRef, klOrt/klRef, n)
+			if !(klOrt <= 0.01*klRef) {
+				t.Errorf("%s %s: KL(ORT‖gquant) %.3g is more than 1 %% of KL(bf16‖gquant) %.3g", filepath.Base(dir), scheme, klOrt, klRef)
+			}
+		}
+	}
+}

@@ -157,7 +157,7 @@ func TestGQFInt4Decode(t *testing.T) {
 			t.Fatal("no int4 tensor checked")
 		}
 	}
-	m3 := filepath.Join("..", "..", "..", "shared", "models", "stories3m")
+	m3 := filepath.Join("..", "..", "testdata", "models", "stories3m")
 	if _, err := os.Stat(m3); err != nil {
 		t.Logf("stories3m bpw check skipped: %v", err)
 		return

@@ -105,16 +105,13 @@ func LoadReference(t testing.TB, dir string) *Reference {
 	return &r
 }
 
-// Stories3m is the path of ../shared/models/stories3m beside the checkout, or "" (the test is
-// then skipped, or failed under GQUANT_REQUIRE_PEERS=1).
+// Stories3m is the path of the bundled stories3m model (testdata/models/stories3m, with its
+// README: provenance and license).
 func Stories3m(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(Root(), "..", "shared", "models", "stories3m")
+	dir := filepath.Join(Root(), "testdata", "models", "stories3m")
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
-		if os.Getenv("GQUANT_REQUIRE_PEERS") == "1" {
-			t.Fatalf("../shared/models/stories3m is missing: %v", err)
-		}
-		return ""
+		t.Fatalf("testdata/models/stories3m is missing: %v", err)
 	}
 	return dir
 }
