@@ -2,7 +2,6 @@ package convert
 
 import (
 	"path/filepath"
-	"strings"
 
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/runtime/arch"
@@ -36,6 +35,3 @@ func Header(p *Plan, kvs []gguf.KV) *gguf.Header {
 	}
 	return h
 }
-
-// isGGUFPath reports whether an output path names a GGUF file.
-func isGGUFPath(p string) bool { return strings.HasSuffix(strings.ToLower(p), ".gguf") }

@@ -77,24 +77,6 @@ func first(s []string, n int) []string {
 	return append(append([]string(nil), s[:n]...), fmt.Sprintf("and %d more", len(s)-n))
 }
 
-// ImportanceFile reads statistics without matching them to a plan (gqf conversion checks each
-// tensor as it uses it).
-func ImportanceFile(path string) (map[string][]float32, error) {
-	st, err := stats.Read(path)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]float32{}
-	for _, l := range st.Linear {
-		imp := st.Importance(l.Weight)
-		if err := finite(imp); err != nil {
-			return nil, fmt.Errorf("%s: %s: %v", path, l.Weight, err)
-		}
-		out[l.Weight] = imp
-	}
-	return out, nil
-}
-
 // finite rejects NaN, infinite or negative importances.
 func finite(imp []float32) error {
 	for j, v := range imp {

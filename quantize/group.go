@@ -400,9 +400,3 @@ func (t *GroupTensor) setGrid(r, k int, g grid) error {
 	}
 	return nil
 }
-
-// gridOf rebuilds the grid of group index gi (r·Groups()+k).
-func (t *GroupTensor) gridOf(gi int) grid {
-	lo, hi := t.Spec.codeRange()
-	return grid{scale: t.Scales[gi], zero: t.zeroOf(gi), lo: lo, hi: hi}
-}

@@ -39,9 +39,6 @@ func putF16(b []byte, f float32) { binary.LittleEndian.PutUint16(b, fp16(f)) }
 // getF16 reads a little-endian fp16 from b[0:2].
 func getF16(b []byte) float32 { return half.F16ToF32(binary.LittleEndian.Uint16(b)) }
 
-// roundF16 is the value f takes once stored as fp16 (GGML_FP16_TO_FP32(GGML_FP32_TO_FP16(f))).
-func roundF16(f float32) float32 { return half.F16ToF32(fp16(f)) }
-
 // bestIndexInt8 is ggml's best_index_int8: the index of the entry of the sorted table val
 // nearest to x (the upper one on a tie).
 func bestIndexInt8(val *[16]int8, xIn float32) int {

@@ -157,9 +157,6 @@ func (a *Accumulator) AddHidden(layer int, ref, test []float32) {
 	a.layers[layer].add(ref, test)
 }
 
-// Count is the number of scored positions so far.
-func (a *Accumulator) Count() int { return len(a.kl) }
-
 // KLValues returns the per-position KL divergences (not a copy).
 func (a *Accumulator) KLValues() []float64 { return a.kl }
 

@@ -20,10 +20,3 @@ const (
 // Ops lists the vocabulary.
 var Ops = []string{OpFullyConnected, OpMatMul, OpRmsNorm, OpElementWiseMultiply, OpElementWiseAdd,
 	OpSoftmax, OpGather, OpReshape, OpTranspose, OpSigmoid, OpConcat}
-
-// DataMovement reports whether an op only moves or selects values (Reshape, Transpose, and a
-// Gather of an activation): its output carries its input's encoding, since requantizing
-// would change nothing but the rounding.
-func DataMovement(op string) bool {
-	return op == OpReshape || op == OpTranspose || op == OpGather || op == OpConcat
-}

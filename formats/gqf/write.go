@@ -26,12 +26,6 @@ func NewLayout(m *Manifest) *Layout {
 	return &Layout{m: m}
 }
 
-// Manifest returns the manifest being laid out.
-func (l *Layout) Manifest() *Manifest { return l.m }
-
-// DataSize is the size of the data section so far.
-func (l *Layout) DataSize() uint64 { return l.size }
-
 // place returns the buffer of size bytes at the next offset aligned to align (nil for 0).
 func (l *Layout) place(size, align uint64) *Buffer {
 	if size == 0 {
@@ -165,9 +159,6 @@ type chunk struct {
 
 // NewBuilder starts a file with manifest m (its tensors are added with AddTensor).
 func NewBuilder(m *Manifest) *Builder { return &Builder{l: NewLayout(m)} }
-
-// Manifest returns the manifest being built.
-func (b *Builder) Manifest() *Manifest { return b.l.m }
 
 // AddTensor appends t with its buffers (nil when absent); the slices are kept until Bytes.
 func (b *Builder) AddTensor(t *Tensor, data, scales, zeros, blockScales []byte) {

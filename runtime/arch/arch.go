@@ -145,23 +145,6 @@ func (t TensorRef) GGUFName() string {
 	return fmt.Sprintf("blk.%d.%s", t.Layer, t.Role)
 }
 
-// ParseGGUFName turns a llama.cpp tensor name back into a reference.
-func ParseGGUFName(name string) (TensorRef, bool) {
-	if strings.HasPrefix(name, "blk.") {
-		rest := name[4:]
-		i := strings.IndexByte(rest, '.')
-		if i <= 0 {
-			return TensorRef{}, false
-		}
-		var l int
-		if _, err := fmt.Sscanf(rest[:i], "%d", &l); err != nil || l < 0 {
-			return TensorRef{}, false
-		}
-		return TensorRef{Role: Role(rest[i+1:]), Layer: l}, true
-	}
-	return TensorRef{Role: Role(name), Layer: -1}, true
-}
-
 // Transform is a layout change applied to a source tensor on its way to GGUF.
 type Transform int
 
