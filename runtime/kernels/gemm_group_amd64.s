@@ -217,6 +217,8 @@ zconst:                           \
 	VPADDD Z3, Z2, Z2 \
 	VPADDD Z2, Z0, Z0
 #define SUM2 VPADDD Z1, Z0, Z0
+// PFH (x1, int4): prefetches the next block's scales and zero points of the unit, which
+// the code stream's prefetch does not cover.
 #define PFH \
 	MOVQ GA_WSTRIDE(R9), R11   \
 	PREFETCHT0 (BX)(R11*1)     \
