@@ -312,6 +312,9 @@ func (m *Model) Close() error {
 	}
 	m.closed = true
 	m.pool.Close()
+	for _, w := range m.mats {
+		w.Free()
+	}
 	if m.close != nil {
 		return m.close()
 	}

@@ -234,18 +234,13 @@ func NewGroupMatrix(f GroupFormat, rows, cols int, codes []byte, scales []float3
 			}
 		}
 	}
-	data := alignedBytes(g.blocks * g.blockBytes)
+	m := &Matrix{Type: f.Type(), Rows: rows, Cols: cols, grp: g}
+	data, buf := allocWeights(m, g.blocks*g.blockBytes)
 	for b := 0; b < g.blocks; b++ {
 		groupPackBlock(g, data[b*g.blockBytes:(b+1)*g.blockBytes], b, rows, cols, codes, scales, zeros)
 	}
-	return &Matrix{Type: f.Type(), Rows: rows, Cols: cols, Data: data, grp: g}, nil
-}
-
-// alignedBytes returns n zero bytes starting at a 64-byte boundary.
-func alignedBytes(n int) []byte {
-	buf := make([]byte, n+63)
-	off := int(-uintptr(unsafe.Pointer(&buf[0])) & 63)
-	return buf[off : off+n : off+n]
+	m.Data, m.buf = data, buf
+	return m, nil
 }
 
 // groupPackBlock writes 16-row block b (rows 16b … 16b+15 of the caller's arrays; rows past

@@ -47,6 +47,7 @@ type Matrix struct {
 
 	rowBytes int
 	grp      *groupInfo // gqf integer weights (NewGroupMatrix); nil for ggml types
+	buf      *weightBuf // Data's mapping for group matrices (nil: on the heap)
 	mu       sync.Mutex
 	pk       atomic.Pointer[packed]
 }

@@ -44,8 +44,9 @@ import (
 // packed is a repacked copy of a matrix.
 type packed struct {
 	data     []byte
-	rowBytes int // bytes per packed row
-	groups   int // groups per row
+	buf      *weightBuf // data's mapping (nil: on the heap)
+	rowBytes int        // bytes per packed row
+	groups   int        // groups per row
 }
 
 // groupBytes returns the bytes of one packed group of type t and its lane width in elements.
@@ -87,7 +88,7 @@ func packMatrix(m *Matrix) *packed {
 	gb, lane := groupBytes(m.Type)
 	groups := (m.Cols + 16*lane - 1) / (16 * lane)
 	p := &packed{rowBytes: groups * gb, groups: groups}
-	p.data = make([]byte, m.Rows*p.rowBytes)
+	p.data, p.buf = allocWeights(p, m.Rows*p.rowBytes)
 	vals := make([]uint8, groups*16*lane)
 	for r := 0; r < m.Rows; r++ {
 		packRow(m.Type, p.data[r*p.rowBytes:(r+1)*p.rowBytes], m.Data[r*m.rowBytes:(r+1)*m.rowBytes], m.Cols, vals)
