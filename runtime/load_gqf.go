@@ -188,6 +188,9 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, [2]float64, error)
 		},
 	}
 	src.dyn = man.LinearInputs
+	if src.mask, err = causalMask(f); err != nil {
+		return nil, nil, [2]float64{}, fmt.Errorf("%s: %w", path, err)
+	}
 	src.matrix = func(name string, _ rawTensor, mode kernels.ActMode) (*kernels.Matrix, bool, error) {
 		gt, found := f.Tensor(name)
 		if !found {
@@ -245,6 +248,37 @@ func gqfRaw(f *gqf.File, t *gqf.Tensor) (rawTensor, error) {
 	}
 	rt.rows = func(dst []float32, r0, r1 int) error { return f.DecodeRows(t, r0, r1, dst) }
 	return rt, nil
+}
+
+// causalMask returns the value above the diagonal of a file's attn.mask constant (0 when the
+// file has none), checking that it is the causal mask the runtime applies: 0 on and below the
+// diagonal, one negative value above.
+func causalMask(f *gqf.File) (float32, error) {
+	t, ok := f.Tensor(arch.ConstMask)
+	if !ok {
+		return 0, nil
+	}
+	vals, err := f.Decode(t)
+	if err != nil {
+		return 0, err
+	}
+	if len(t.Shape) != 2 || t.Shape[0] != t.Shape[1] || t.Shape[0] < 2 {
+		return 0, fmt.Errorf("graph: %s: shape %v is not a square of at least 2", arch.ConstMask, t.Shape)
+	}
+	L := int(t.Shape[0])
+	m := vals[1]
+	for i := 0; i < L; i++ {
+		for j := 0; j < L; j++ {
+			want := float32(0)
+			if j > i {
+				want = m
+			}
+			if vals[i*L+j] != want || !(m < 0) {
+				return 0, fmt.Errorf("graph: %s: [%d, %d] = %g is not a causal mask (0 on and below the diagonal, one negative value above)", arch.ConstMask, i, j, vals[i*L+j])
+			}
+		}
+	}
+	return m, nil
 }
 
 // isInt8PerToken reports whether a run-time encoding of linear inputs is the one the kernels'

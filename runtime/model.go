@@ -149,6 +149,9 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 	}
 	m.rope = newRope(s, src.family.RopeLayout(src.format), factors)
 	m.graph = arch.ModelGraph(s)
+	if src.mask != 0 {
+		m.graph.Mask = src.mask
+	}
 	var observed, modifies func(string) bool
 	if h := opts.Hooks; h != nil && h.Activation != nil {
 		observed, modifies = h.Points, h.Modifies

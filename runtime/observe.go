@@ -15,7 +15,7 @@ import (
 // its primitive form, the arithmetic of the lowered graph (arch.Lower), so that each encoded
 // tensor exists and its rounding flows on: rope as x·cos + rotate_half(x)·sin±, attention
 // with the scores over every position of the KV cache, the new tokens' later positions
-// included under arch.MaskValue, and swiglu as gate·sigmoid(gate)·up. Otherwise those
+// included under the graph's mask, and swiglu as gate·sigmoid(gate)·up. Otherwise those
 // points are computed on the side, for the hook only, and the value as on the fast path:
 // observing hooks change no result. rope's primitive form gives the fast path's bits, so it
 // is used in both cases.
@@ -183,7 +183,7 @@ func (m *Model) attentionNode(st *State, en *execNode, n int) {
 			for h := 0; h < H; h++ {
 				r := rowOf(t, h)
 				for j := own + 1; j < P; j++ {
-					r[j] += arch.MaskValue
+					r[j] += m.graph.Mask
 				}
 			}
 		}

@@ -73,4 +73,7 @@ type source struct {
 	matrix func(name string, rt rawTensor, mode kernels.ActMode) (w *kernels.Matrix, dynInKernel bool, err error)
 	// dyn is the run-time encoding of linear inputs (a w4a8 gqf file), nil for none.
 	dyn *gqf.Encoding
+	// mask is the attention mask of the file's graph (a gqf file's attn.mask), 0 for the
+	// default (arch.MaskValue).
+	mask float32
 }

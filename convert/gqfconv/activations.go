@@ -2,6 +2,7 @@ package gqfconv
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -30,7 +31,7 @@ const DefaultCalibWindows = 8
 
 // activationEncodings sets an encoding on every activation of the written file's graph and
 // says how they were obtained.
-func activationEncodings(w *gqf.Writer, low *arch.Lowered, inv *convert.Inventory, o Options, bits, threads int) (string, error) {
+func activationEncodings(w *gqf.Writer, graph *arch.Graph, low *arch.Lowered, inv *convert.Inventory, o Options, bits, threads int) (string, error) {
 	g := low.Graph
 	members := map[string][]*gqf.Value{} // point → its activations
 	var points []string
@@ -95,13 +96,12 @@ func activationEncodings(w *gqf.Writer, low *arch.Lowered, inv *convert.Inventor
 	if st := o.Stats; st != nil && len(st.Acts) > 0 {
 		n := 0
 		for _, pt := range points {
-			a := st.Act(pt)
-			if a == nil {
-				continue
-			}
-			e, err := rangeEncoding(a.Name, a, r)
+			e, err := pointEncoding(st, pt, graph.Mask, r)
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", st.Source, err)
+			}
+			if e == nil {
+				continue
 			}
 			set(pt, e)
 			done[pt] = true
@@ -138,19 +138,89 @@ func activationEncodings(w *gqf.Writer, low *arch.Lowered, inv *convert.Inventor
 	if err != nil {
 		return "", err
 	}
-	for _, pt := range rest {
-		a := res.Stats.Act(pt)
-		if a == nil {
-			return "", fmt.Errorf("%s: calibration observed no %s", o.Corpus, pt)
+	// The mask, when the statistics did not set it, comes from the scores seen now.
+	if lo, hi, ok := scoreRange(res.Stats, inv.Spec); ok && (o.Stats == nil || !hasScores(o.Stats, inv.Spec)) {
+		if m := arch.MaskFor(lo, hi); m != graph.Mask {
+			graph.Mask = m
+			if err := rewriteMask(w, low, m); err != nil {
+				return "", err
+			}
 		}
-		e, err := rangeEncoding(pt, a, r)
+	}
+	for _, pt := range rest {
+		e, err := pointEncoding(res.Stats, pt, graph.Mask, r)
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", o.Corpus, err)
+		}
+		if e == nil {
+			return "", fmt.Errorf("%s: calibration observed no %s", o.Corpus, pt)
 		}
 		set(pt, e)
 	}
 	how = append(how, fmt.Sprintf("%d activations calibrated on the converted weights, %d tokens (windows of %d) of %s (%s ranges)", len(rest), res.Tokens, L, o.Corpus, r.Mode))
 	return strings.Join(how, "; "), nil
+}
+
+// pointEncoding is the encoding of a point from statistics (nil when they lack it). The masked
+// scores (kq_masked) are the scaled ones plus the graph's mask above the diagonal: their range
+// is that of kq_scaled widened down by the mask, whatever mask the statistics observed.
+func pointEncoding(st *stats.Stats, pt string, mask float32, r quantize.RangeOptions) (*gqf.Encoding, error) {
+	if base, ok := strings.CutSuffix(pt, "kq_masked"); ok {
+		a := st.Act(base + "kq_scaled")
+		if a == nil {
+			return nil, nil
+		}
+		lo, hi := quantize.ActRange(a, r)
+		e := gqf.RangeEncoding(lo+float64(mask), hi, r.Bits)
+		if err := gqf.CheckActivation(e); err != nil {
+			return nil, fmt.Errorf("%s: %v", pt, err)
+		}
+		return e, nil
+	}
+	a := st.Act(pt)
+	if a == nil {
+		return nil, nil
+	}
+	return rangeEncoding(pt, a, r)
+}
+
+// scoreRange is the range of the scaled attention scores over every layer, from statistics.
+func scoreRange(st *stats.Stats, spec *arch.Spec) (lo, hi float64, ok bool) {
+	if st == nil || !hasScores(st, spec) {
+		return 0, 0, false
+	}
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for l := 0; l < spec.Layers; l++ {
+		a := st.Act(fmt.Sprintf("blk.%d.kq_scaled", l))
+		lo, hi = math.Min(lo, float64(a.Min)), math.Max(hi, float64(a.Max))
+	}
+	return lo, hi, true
+}
+
+// hasScores reports whether statistics observed every layer's scaled attention scores.
+func hasScores(st *stats.Stats, spec *arch.Spec) bool {
+	for l := 0; l < spec.Layers; l++ {
+		if st.Act(fmt.Sprintf("blk.%d.kq_scaled", l)) == nil {
+			return false
+		}
+	}
+	return spec.Layers > 0
+}
+
+// rewriteMask writes the causal mask constant again with mask m (the file being written).
+func rewriteMask(w *gqf.Writer, low *arch.Lowered, m float32) error {
+	L := int(low.Graph.MaxLen)
+	vals := make([]float32, L*L)
+	for i := 0; i < L; i++ {
+		for j := i + 1; j < L; j++ {
+			vals[i*L+j] = m
+		}
+	}
+	t := w.Tensor(arch.ConstMask)
+	if t == nil {
+		return fmt.Errorf("graph: %s: not in the file", arch.ConstMask)
+	}
+	return w.WriteAt(t.Data, 0, f32Bytes(vals))
 }
 
 // rangeEncoding is the per-tensor encoding of an activation from its statistics.

@@ -162,7 +162,13 @@ func Convert(dir, out string, o Options) (*convert.Plan, error) {
 	if L <= 0 {
 		L = 128
 	}
-	low, err := arch.ModelGraph(inv.Spec).Lower(L)
+	graph := arch.ModelGraph(inv.Spec)
+	if sch.actBits > 0 && o.Encodings == "" {
+		if lo, hi, ok := scoreRange(o.Stats, inv.Spec); ok {
+			graph.Mask = arch.MaskFor(lo, hi)
+		}
+	}
+	low, err := graph.Lower(L)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
@@ -226,7 +232,7 @@ func Convert(dir, out string, o Options) (*convert.Plan, error) {
 		}
 	}
 	if sch.actBits > 0 {
-		how, err := activationEncodings(w, low, inv, o, sch.actBits, pol.threads)
+		how, err := activationEncodings(w, graph, low, inv, o, sch.actBits, pol.threads)
 		if err != nil {
 			return nil, err
 		}

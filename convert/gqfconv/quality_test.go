@@ -1,6 +1,7 @@
 package gqfconv
 
 import (
+	"encoding/binary"
 	"math"
 	"os"
 	"path/filepath"
@@ -356,4 +357,78 @@ func statsPath(t *testing.T, st *stats.Stats) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestMaskFromScores: stories260k's scaled attention scores span hundreds, through which the
+// default −50 mask leaks; a w8a16 file made from its statistics records a mask that puts every
+// masked score 20 below every visible one, the runtime applies the file's mask, and the file
+// scores far better than the same file with −50.
+func TestMaskFromScores(t *testing.T) {
+	st := calibrated(t)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.gqf")
+	if _, err := Convert(gqfModel, good, Options{Scheme: "w8a16", Stats: st, MaxLen: 128}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gqf.Open(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt, _ := f.Tensor(arch.ConstMask)
+	vals, err := f.Decode(mt)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mask := vals[1]
+	var lo, hi float64 = 1e9, -1e9
+	for _, a := range st.Acts {
+		if strings.HasSuffix(a.Name, ".kq_scaled") {
+			lo, hi = math.Min(lo, float64(a.Min)), math.Max(hi, float64(a.Max))
+		}
+	}
+	if !(hi-lo > 30) || !(float64(mask) <= -(hi-lo)-20) {
+		t.Fatalf("scores over [%g, %g], mask %g", lo, hi, mask)
+	}
+	m, err := runtime.Load(good, runtime.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Graph().Mask != mask {
+		t.Errorf("runtime mask %g, file %g", m.Graph().Mask, mask)
+	}
+	m.Close()
+	// The same file with the default mask: rewrite the constant.
+	leaky := filepath.Join(dir, "leaky.gqf")
+	raw, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err = gqf.Parse(good, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt, _ = f.Tensor(arch.ConstMask)
+	start := 4096 + mt.Data.Offset // the data section of a version 2 file
+	for i := range vals {
+		if vals[i] != 0 {
+			binary.LittleEndian.PutUint32(raw[start+uint64(4*i):], math.Float32bits(arch.MaskValue))
+		}
+	}
+	if err := os.WriteFile(leaky, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kl := map[string]float64{}
+	for name, p := range map[string]string{"good": good, "leaky": leaky} {
+		// Windows of 256 tokens: the early positions of each see many masked ones.
+		rep, err := verify.Run(verify.Options{Artifact: p, Ref: gqfModel, Corpus: qualityEval, Ctx: 256, Chunks: 4, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kl[name] = rep.KL.Mean
+	}
+	t.Logf("mask %g: KL %.5f; mask −50: KL %.5f", mask, kl["good"], kl["leaky"])
+	if !(kl["good"] < kl["leaky"]/2) {
+		t.Errorf("KL with the scores' mask %.5f, with −50 %.5f", kl["good"], kl["leaky"])
+	}
 }

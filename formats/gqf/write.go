@@ -91,6 +91,16 @@ func Create(path string, l *Layout) (*Writer, error) {
 	return w, nil
 }
 
+// Tensor returns the placed tensor of that name (nil when none).
+func (w *Writer) Tensor(name string) *Tensor {
+	for _, t := range w.l.m.Tensors {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
 // TempPath is the temporary file being written: after Flush it is a complete gqf file that
 // Open reads (a converter may run the model it holds before committing).
 func (w *Writer) TempPath() string { return w.f.Name() }

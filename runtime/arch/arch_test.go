@@ -83,3 +83,19 @@ func TestPermuteMatchesReshapeSwapaxes(t *testing.T) {
 		}
 	}
 }
+
+// MaskFor keeps −50 while the scores' spread allows and otherwise puts every masked score 20
+// below every visible one.
+func TestMaskFor(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   float32
+	}{{-12.5, 15.8, MaskValue}, {-10, 20, MaskValue}, {-316.5, 133.8, -471}, {-1, 100, -121}} {
+		if got := MaskFor(c.lo, c.hi); got != c.want {
+			t.Errorf("MaskFor(%g, %g) = %g, want %g", c.lo, c.hi, got, c.want)
+		}
+		if m := float64(MaskFor(c.lo, c.hi)); c.hi+m > c.lo-maskMargin+1e-9 {
+			t.Errorf("[%g, %g]: a masked score %g is not %d below the lowest visible %g", c.lo, c.hi, c.hi+m, maskMargin, c.lo)
+		}
+	}
+}

@@ -26,10 +26,12 @@ import (
 //	add        x + y
 //	swiglu     silu(gate)·up = gate·sigmoid(gate)·up
 //
-// mask is 0 for a position at or before the token's own and MaskValue after it. The masked
-// positions contribute e^MaskValue ≈ 2e-22 of a visible one to the softmax: the runtime's
-// fast path leaves them out (exactly 0); when the points of an attention node are observed
-// it computes them, over the new tokens of the evaluation, as the primitive graph does.
+// mask is 0 for a position at or before the token's own and Graph.Mask after it. The masked
+// positions contribute about e^Mask of a visible one to the softmax: the runtime's fast path
+// leaves them out (exactly 0); when the points of an attention node are observed or quantized
+// it computes them, over the new tokens of the evaluation, as the primitive graph does. A
+// finite mask masks only when it is far below the spread of the scores: MaskFor chooses one
+// from their calibrated range.
 
 // Op is the operation of a node.
 type Op string
@@ -45,10 +47,26 @@ const (
 	OpSwiGLU    Op = "swiglu"
 )
 
-// MaskValue is added to the attention scores of positions after a token's own. A finite
-// value keeps the masked scores inside a 16-bit activation range (Qualcomm's LLM exports use
-// −50 too).
+// MaskValue is the default mask, added to the attention scores of positions after a token's
+// own. A finite value keeps the masked scores inside a 16-bit activation range (Qualcomm's
+// LLM exports use −50 too).
 const MaskValue = -50
+
+// maskMargin is how far below every visible score a masked one must fall: e^−20 ≈ 2·10⁻⁹ of
+// the largest visible term.
+const maskMargin = 20
+
+// MaskFor returns the mask that keeps a masked score maskMargin below every visible one when
+// the scaled scores range over [lo, hi]: MaskValue when that suffices, else −(hi − lo) −
+// maskMargin, rounded down to a whole number. Scores spread over more than 30 (stories260k's
+// span 450) leak through −50: a masked position would take a visible share of the softmax.
+func MaskFor(lo, hi float64) float32 {
+	m := -(hi - lo) - maskMargin
+	if !(m < MaskValue) {
+		return MaskValue
+	}
+	return float32(math.Floor(m))
+}
 
 // TokensValue names the graph input: the token ids.
 const TokensValue = "tokens"
@@ -80,6 +98,9 @@ type Graph struct {
 	Nodes []Node
 	// Output is the value holding the logits.
 	Output string
+	// Mask is added to the attention scores of the positions after a token's own (see the
+	// semantics above); ModelGraph sets MaskValue.
+	Mask float32
 }
 
 // prefix is the naming stem of a node's internal points: "blk.0.q" for the rope
@@ -158,7 +179,7 @@ func (g *Graph) LinearInputs() map[string]string {
 // ModelGraph returns the graph of a model of this spec: the Llama layout, with Qwen2's q, k
 // and v biases and Qwen3's per-head q and k norms where the spec has them.
 func ModelGraph(s *Spec) *Graph {
-	g := &Graph{Spec: s, Output: "logits"}
+	g := &Graph{Spec: s, Output: "logits", Mask: MaskValue}
 	add := func(n Node) string {
 		g.Nodes = append(g.Nodes, n)
 		return n.Name

@@ -38,7 +38,7 @@ const (
 	ConstRopeCos = "rope.cos"    // [L, 1, head_dim]
 	ConstRopeSin = "rope.sin"    // [L, 1, head_dim], first half negated
 	ConstRopeRot = "rope.rot"    // int64 [head_dim]: j ↦ j ± head_dim/2
-	ConstMask    = "attn.mask"   // [L, L]: 0 on and below the diagonal, MaskValue above
+	ConstMask    = "attn.mask"   // [L, L]: 0 on and below the diagonal, Graph.Mask above
 	ConstScale   = "attn.scale"  // [1]: 1/√head_dim
 	ConstKVRep   = "attn.kv_rep" // int64 [heads]: the KV head of each query head
 	InputIDs     = "input_ids"   // graph input, int64 [1, L]
@@ -185,7 +185,7 @@ func (g *Graph) Lower(L int) (*Lowered, error) {
 	mask := make([]float32, L*L)
 	for i := 0; i < L; i++ {
 		for j := i + 1; j < L; j++ {
-			mask[i*L+j] = MaskValue
+			mask[i*L+j] = g.Mask
 		}
 	}
 	consts = append(consts,
