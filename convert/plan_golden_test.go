@@ -2,44 +2,16 @@ package convert
 
 import (
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gquant/gquant/internal/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden plans in testdata/plans")
-
-// checkGolden compares a plan's JSON with testdata/plans/NAME.json (rewritten with -update).
-// The golden plans are regression records, reviewed when they change; the choices they hold
-// are checked against llama-quantize's by the byte-identity and policy tests.
-func checkGolden(t *testing.T, name string, p *Plan) {
-	t.Helper()
-	got, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n')
-	path := filepath.Join("testdata", "plans", name+".json")
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./convert -run GoldenPlans -update)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s: the plan differs from %s (review, then go test ./convert -run GoldenPlans -update)", name, path)
-	}
-}
-
-// TestGoldenPlansGGUF: the GGUF plan of every scheme for both bundled models.
+// TestGoldenPlansGGUF: the GGUF plan (dry run) of every scheme for both bundled models, against
+// testdata/plans (regression records, reviewed when they change: go test ./convert -run
+// GoldenPlans -update rewrites them; the choices they hold are checked against
+// llama-quantize's by the byte-identity and policy tests).
 func TestGoldenPlansGGUF(t *testing.T) {
 	for _, model := range []string{"stories260k", "stories3m"} {
 		dir := filepath.Join("..", "testdata", "models", model)
@@ -48,7 +20,11 @@ func TestGoldenPlansGGUF(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, model+"-"+s, p)
+			got, err := json.MarshalIndent(p, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden.Check(t, filepath.Join("testdata", "plans", model+"-"+s+".json"), append(got, '\n'))
 		}
 	}
 }

@@ -109,16 +109,9 @@ const sqnrCandidates = 256
 // run from the minimum up to the median, for b from the maximum down to it.
 func sqnrRange(h *stats.Histogram, lo, hi float64, bits int) (float64, float64) {
 	n := len(h.Counts)
-	first, last := -1, -1
-	for k, c := range h.Counts {
-		if c != 0 {
-			if first < 0 {
-				first = k
-			}
-			last = k
-		}
-	}
-	if first < 0 || first == last {
+	f0, l0, ok := h.Occupied()
+	first, last := int(f0-h.Start), int(l0-h.Start)
+	if !ok || first == last {
 		return lo, hi
 	}
 	// Prefix sums over bins: count, Σc, Σc² with c the bin centre.

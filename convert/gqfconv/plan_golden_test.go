@@ -2,16 +2,14 @@ package gqfconv
 
 import (
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gquant/gquant/internal/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden plans in testdata/plans")
-
-// TestGoldenPlans: the gqf plan (dry run) of every scheme for both bundled models, compared
-// with testdata/plans (regression records, reviewed when they change; -update rewrites them).
+// TestGoldenPlans: the gqf plan (dry run) of every scheme for both bundled models, against
+// testdata/plans (regression records, reviewed when they change; -update rewrites them).
 func TestGoldenPlans(t *testing.T) {
 	for _, model := range []string{"stories260k", "stories3m"} {
 		dir := filepath.Join("..", "..", "testdata", "models", model)
@@ -24,24 +22,7 @@ func TestGoldenPlans(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got = append(got, '\n')
-			path := filepath.Join("testdata", "plans", model+"-"+s+".json")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./convert/gqfconv -run GoldenPlans -update)", err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("%s %s: the plan differs from %s (review, then rerun with -update)", model, s, path)
-			}
+			golden.Check(t, filepath.Join("testdata", "plans", model+"-"+s+".json"), append(got, '\n'))
 		}
 	}
 }

@@ -35,8 +35,9 @@ func (h *Histogram) Total() float64 {
 	return s
 }
 
-// occupied returns the first and last non-empty bin (global indexes); ok is false when empty.
-func (h *Histogram) occupied() (lo, hi int64, ok bool) {
+// Occupied returns the first and last non-empty bin (global indexes: bin k of Counts is
+// Start+k); ok is false when the histogram is empty.
+func (h *Histogram) Occupied() (lo, hi int64, ok bool) {
 	first, last := -1, -1
 	for k, c := range h.Counts {
 		if c != 0 {
@@ -89,7 +90,7 @@ func (h *Histogram) fit(lo, hi float64) {
 	if f0 >= float64(h.Start) && f1 < float64(h.Start+n) {
 		return
 	}
-	if olo, ohi, ok := h.occupied(); ok {
+	if olo, ohi, ok := h.Occupied(); ok {
 		f0, f1 = math.Min(f0, float64(olo)), math.Max(f1, float64(ohi))
 	}
 	// Double the width until everything fits, merging pairs of bins.

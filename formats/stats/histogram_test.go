@@ -53,7 +53,7 @@ func TestHistogramCounts(t *testing.T) {
 	if f, e := math.Frexp(h.Width); f != 0.5 {
 		t.Errorf("width %g (2^%d·%g) is not a power of two", h.Width, e, f)
 	}
-	first, last, _ := h.occupied()
+	first, last, _ := h.Occupied()
 	if span := last - first + 1; span < HistBins/4 {
 		t.Errorf("occupied span %d bins < %d", span, HistBins/4)
 	}
