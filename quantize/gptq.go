@@ -278,17 +278,15 @@ func (p *GPTQPlan) Run(q GPTQQuantizer, w []float32, rows int) ([]int32, error) 
 				}
 			}
 		}
-		// Lazy batch update of the columns after the block: W[:, i2:] -= Err · U[i1:i2, i2:],
-		// row by row (a matrix product over the rows would sum in an order that depends on
-		// how many rows there are; a row's bits must not).
+		// Lazy batch update of the columns after the block: W[:, i2:] -= Err · U[i1:i2, i2:].
+		// gonum's Gemm accumulates each element over k in order whatever the number of rows,
+		// so a row gets the same bits in any block of rows (TestGPTQRowBlocks).
 		if i2 < cols {
-			for r := 0; r < rows; r++ {
-				blas64.Gemm(blas.NoTrans, blas.NoTrans, -1,
-					blas64.General{Rows: 1, Cols: nb, Stride: bs, Data: errBlk[r*bs:]},
-					blas64.General{Rows: nb, Cols: cols - i2, Stride: cols, Data: U[i1*cols+i2:]},
-					1,
-					blas64.General{Rows: 1, Cols: cols - i2, Stride: cols, Data: W[r*cols+i2:]})
-			}
+			blas64.Gemm(blas.NoTrans, blas.NoTrans, -1,
+				blas64.General{Rows: rows, Cols: nb, Stride: bs, Data: errBlk},
+				blas64.General{Rows: nb, Cols: cols - i2, Stride: cols, Data: U[i1*cols+i2:]},
+				1,
+				blas64.General{Rows: rows, Cols: cols - i2, Stride: cols, Data: W[i2:]})
 		}
 	}
 	if !p.actOrder || static || G == cols {

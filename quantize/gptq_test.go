@@ -354,3 +354,50 @@ func hessianFast(X []float64, n, cols int) []float64 {
 	}
 	return H
 }
+
+// TestGPTQRowBlocks: one plan quantizes any block of rows to the bits the rows get in a run
+// over the whole matrix (the converter runs GPTQ on row blocks), with and without act-order.
+func TestGPTQRowBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	rows, cols, n := 300, 256, 600
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(r.NormFloat64())
+	}
+	x := make([]float64, n*cols)
+	for i := range x {
+		x[i] = r.NormFloat64() * (1 + float64(i%cols)/64)
+	}
+	H := make([]float64, cols*cols)
+	for s := 0; s < n; s++ {
+		for i := 0; i < cols; i++ {
+			for j := 0; j < cols; j++ {
+				H[i*cols+j] += x[s*cols+i] * x[s*cols+j]
+			}
+		}
+	}
+	for _, opts := range []GPTQOptions{{}, {ActOrder: true, StaticGroups: true}} {
+		spec := GroupSpec{Bits: 4, Group: 64}
+		whole, err := GPTQ(w, rows, cols, H, spec, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan, err := NewGPTQPlan(H, cols, spec.Group, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := whole.Dequantize()
+		for _, blk := range [][2]int{{0, 1}, {1, 17}, {17, 200}, {200, 300}} {
+			part, err := GPTQRows(plan, w[blk[0]*cols:blk[1]*cols], blk[1]-blk[0], spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := part.Dequantize()
+			for i, v := range got {
+				if v != want[blk[0]*cols+i] {
+					t.Fatalf("act-order %v: rows [%d, %d): element %d %g, whole matrix %g", opts.ActOrder, blk[0], blk[1], i, v, want[blk[0]*cols+i])
+				}
+			}
+		}
+	}
+}
