@@ -154,7 +154,7 @@ func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string
 		Smooth: o.smooth, GPTQ: quantize.GPTQOptions{Damp: o.damp, ActOrder: o.actOrder, StaticGroups: o.actOrder},
 		Threads: o.threads, MaxLen: o.maxLen, Encodings: o.encodings, Corpus: o.corpus,
 		Force: o.force, DryRun: o.dryRun, Version: version,
-		Command: "gquant " + strings.Join(os.Args[1:], " "),
+		Command: recordedCommand(os.Args[1:]),
 	}
 	if len(o.tensorTypes) > 0 {
 		return usageErr("convert: --tensor-type applies to GGUF output (gqf: use --keep)")
@@ -188,4 +188,25 @@ func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string
 			o.out, plan.Scheme, plan.Method, len(plan.Tensors), float64(plan.OutputBytes)/1e6, plan.BPW, plan.BPWLinear, plan.Fallbacks, plan.Seconds)
 	}
 	return nil
+}
+
+// recordedCommand is the command line a gqf file records: the arguments, without those that
+// change no byte of the output (--threads, --force, --quiet), so that the same conversion on
+// another machine or thread count gives the same file.
+func recordedCommand(args []string) string {
+	out := []string{"gquant"}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--force" || a == "-q" || a == "--quiet":
+			continue
+		case a == "--threads":
+			i++ // and its value
+			continue
+		case strings.HasPrefix(a, "--threads=") || strings.HasPrefix(a, "--force=") || strings.HasPrefix(a, "--quiet="):
+			continue
+		}
+		out = append(out, a)
+	}
+	return strings.Join(out, " ")
 }

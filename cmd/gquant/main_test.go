@@ -233,3 +233,11 @@ func TestInspectGGUFAndSafetensors(t *testing.T) {
 		t.Errorf("missing file: exit %d", code)
 	}
 }
+
+// The recorded command drops what changes no byte of the output.
+func TestRecordedCommand(t *testing.T) {
+	got := recordedCommand([]string{"convert", "M", "-o", "x.gqf", "--threads", "2", "--format", "gqf", "--force", "-q", "--threads=8", "--scheme", "w8a16"})
+	if want := "gquant convert M -o x.gqf --format gqf --scheme w8a16"; got != want {
+		t.Errorf("recorded %q, want %q", got, want)
+	}
+}

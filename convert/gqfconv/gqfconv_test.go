@@ -1,7 +1,9 @@
 package gqfconv
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,5 +110,26 @@ func TestGQFEncodingsFromAIMET(t *testing.T) {
 	}
 	if _, err := Convert(gqfModel, b, Options{Scheme: "w8a16", MaxLen: 32, Encodings: js, Force: true}); err == nil || !strings.Contains(err.Error(), "no encoding for graph activations blk.2.kq_softmax") {
 		t.Errorf("missing activation: %v", err)
+	}
+}
+
+// The same conversion gives the same bytes with one worker or two: the weights, and the
+// activation encodings calibrated by running the written file.
+func TestDeterministicAcrossThreads(t *testing.T) {
+	dir := t.TempDir()
+	var files [][]byte
+	for _, th := range []int{1, 2} {
+		out := filepath.Join(dir, fmt.Sprintf("m%d.gqf", th))
+		if _, err := Convert(gqfModel, out, Options{Scheme: "w8a16", MaxLen: 32, Corpus: gqfCorpus, CalibWindows: 2, Threads: th}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, b)
+	}
+	if !bytes.Equal(files[0], files[1]) {
+		t.Error("1 and 2 threads wrote different files")
 	}
 }
