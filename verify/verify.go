@@ -1,14 +1,13 @@
 package verify
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/gquant/gquant/internal/filehash"
 )
 
 // Options configure Run.
@@ -349,7 +348,7 @@ func hashInputs(o Options) (map[string]string, error) {
 			sort.Strings(files)
 		}
 		for _, f := range files {
-			h, err := sha256File(f)
+			h, err := filehash.SHA256(f)
 			if err != nil {
 				return nil, err
 			}
@@ -357,17 +356,4 @@ func hashInputs(o Options) (map[string]string, error) {
 		}
 	}
 	return in, nil
-}
-
-func sha256File(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("%s: %v", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

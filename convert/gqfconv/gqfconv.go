@@ -7,10 +7,7 @@
 package gqfconv
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +18,7 @@ import (
 	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/internal/atomicfile"
+	"github.com/gquant/gquant/internal/filehash"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -288,21 +286,21 @@ func fillManifest(m *gqf.Manifest, inv *convert.Inventory, dir string, o Options
 		files = append(files, filepath.Join(dir, "tokenizer.json"))
 	}
 	for _, p := range files {
-		sum, err := sha256File(p)
+		sum, err := filehash.SHA256(p)
 		if err != nil {
 			return err
 		}
 		prov.Sources = append(prov.Sources, &gqf.Provenance_File{Path: filepath.Base(p), Sha256: sum})
 	}
 	if o.StatsPath != "" {
-		sum, err := sha256File(o.StatsPath)
+		sum, err := filehash.SHA256(o.StatsPath)
 		if err != nil {
 			return err
 		}
 		prov.StatsPath, prov.StatsSha256 = o.StatsPath, sum
 	}
 	if o.Encodings != "" {
-		sum, err := sha256File(o.Encodings)
+		sum, err := filehash.SHA256(o.Encodings)
 		if err != nil {
 			return err
 		}
@@ -310,17 +308,4 @@ func fillManifest(m *gqf.Manifest, inv *convert.Inventory, dir string, o Options
 	}
 	m.Provenance = prov
 	return nil
-}
-
-func sha256File(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("%s: %v", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
