@@ -7,7 +7,7 @@ import (
 	"github.com/gquant/gquant/runtime/arch"
 )
 
-// stories3mSpec has the shape of ../shared/models/stories3m (4 layers, untied).
+// stories3mSpec has the shape of testdata/models/stories3m (4 layers, untied).
 func stories3mSpec() *arch.Spec {
 	return &arch.Spec{Family: "llama", GGUFArch: "llama", Hidden: 256, Intermediate: 768, Layers: 4,
 		Heads: 8, KVHeads: 4, HeadDim: 32, Vocab: 512, Context: 256, RMSEps: 1e-5, RopeTheta: 10000}

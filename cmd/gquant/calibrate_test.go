@@ -88,10 +88,8 @@ func TestCalibrateRejectsBadStats(t *testing.T) {
 	assertOneLineError(t, code, stderr, nanFile+": blk.0.attn_output.weight: Σx²[0] = NaN", out)
 
 	// Statistics of stories260k do not fit stories3m.
-	if _, err := os.Stat("../../../shared/models/stories3m"); err == nil {
-		code, _, stderr = run("calibrate", "../../../shared/models/stories3m", "--stats", st, "--w8a16", "--encodings", filepath.Join(out, "e.json"))
-		assertOneLineError(t, code, stderr, st+": model: collected on stories260k", out)
-	}
+	code, _, stderr = run("calibrate", "../../testdata/models/stories3m", "--stats", st, "--w8a16", "--encodings", filepath.Join(out, "e.json"))
+	assertOneLineError(t, code, stderr, st+": model: collected on stories260k", out)
 
 	code, _, stderr = run("calibrate", calModel, "--corpus", calCorpus, "--encodings", filepath.Join(out, "e.json"))
 	assertExit(t, code, exitUsage, stderr, "--encodings needs --w8a16")

@@ -74,12 +74,9 @@ func TestOpenStories260k(t *testing.T) {
 	}
 }
 
-// TestOpenStories3m uses the shared copy when present.
+// TestOpenStories3m opens the bundled stories3m (testdata/models/stories3m).
 func TestOpenStories3m(t *testing.T) {
-	dir := filepath.Join(repoRoot, "../shared/models/stories3m")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skip("stories3m not present")
-	}
+	dir := filepath.Join(repoRoot, "testdata/models/stories3m")
 	m, err := hf.Open(dir)
 	if err != nil {
 		t.Fatal(err)
