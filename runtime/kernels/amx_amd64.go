@@ -62,15 +62,16 @@ const amxMinTokens = 16
 // 512 tokens (0.4–0.6 at 16, 0.8–1.2 at 128–256), the K-quants stay between 0.8 and 1.05 up
 // to 1024 tokens: their tiles, of 16-element lanes, use a quarter of each tile product. The
 // "amx" implementation must never be slower than "avx512vnni" for a product it handles.
-// Tests lower every entry to amxMinTokens (amxForceTiles) to exercise the tiles.
+// Tests lower every entry to amxMinTokens (amxForceTiles) to exercise the tiles. Every type
+// listed must be one the AMX kernels handle (amxTyped; amxMul relies on it).
 var amxTileTokens = map[WType]int{Q4_0: 512, IQ4_NL: 512, Q5_0: 512, Q8_0: 512}
 
 // amxForceTiles makes every AMX-handled type use the tiles from amxMinTokens (tests).
 func amxForceTiles() (restore func()) {
 	prev := amxTileTokens
 	amxTileTokens = map[WType]int{}
-	for _, t := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS} {
-		amxTileTokens[t] = amxMinTokens
+	for _, k := range amxKernels {
+		amxTileTokens[k.t] = amxMinTokens
 	}
 	return func() { amxTileTokens = prev }
 }
@@ -97,14 +98,38 @@ func amxCapable() bool {
 // amxUsable reports, once, whether the AMX implementation may run here.
 var amxUsable = sync.OnceValue(func() bool { return amxCapable() && amxPermitted() })
 
-// amxTyped reports whether the AMX kernels handle ActQuant products of t.
-func amxTyped(t WType) bool {
-	switch t {
-	case Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS:
-		return true
-	}
-	return false
+// amxKernels are the types whose ActQuant products the AMX kernels handle (in the order of
+// the self-check, amxSelfCheck), each with its B-tile builder of amx_buildb_amd64.s (which
+// takes the codes from the packed copy that the avx512vnni kernels read, pack.go) and its
+// tile kernel of amx_amd64.s.
+var amxKernels = []struct {
+	t     WType
+	build amxBuildFunc
+	tile  amxTileFunc
+}{
+	{Q4_0, amxBuildBQ4_0, amxQ8Tile}, {IQ4_NL, amxBuildBIQ4_NL, amxQ8Tile},
+	{Q5_0, amxBuildBQ5_0, amxQ8Tile}, {Q8_0, amxBuildBQ8_0, amxQ8Tile},
+	{Q4_K, amxBuildBQ4_K, amxQ4KTile}, {Q5_K, amxBuildBQ5_K, amxQ4KTile},
+	{Q6_K, amxBuildBQ6_K, amxQ6KTile}, {Q2_K, amxBuildBQ2_K, amxQ4KTile},
+	{Q3_K, amxBuildBQ3_K, amxQ6KTile}, {IQ4_XS, amxBuildBIQ4_XS, amxQ6KTile},
 }
+
+// amxBuildFunc is the signature of the B-tile builders (amx_buildb_amd64.s).
+type amxBuildFunc func(dst, src *byte, stride, groups int)
+
+// amxKernelIndex returns t's index in amxKernels, or -1 for a type the AMX kernels do not
+// handle.
+func amxKernelIndex(t WType) int {
+	for i, k := range amxKernels {
+		if k.t == t {
+			return i
+		}
+	}
+	return -1
+}
+
+// amxTyped reports whether the AMX kernels handle ActQuant products of t.
+func amxTyped(t WType) bool { return amxKernelIndex(t) >= 0 }
 
 // amxScratch holds one worker's buffers.
 type amxScratch struct {
@@ -139,7 +164,7 @@ func amxConfig(cfg *[64]byte, nt, nr, k int) {
 
 func amxMul(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int) bool {
 	min, ok := amxTileTokens[m.Type]
-	if !ok || a.nTok < max(min, amxMinTokens) || !amxTyped(m.Type) || (a.kind != actQ8_0 && a.kind != actQ8_K) || !amxChecked() {
+	if !ok || a.nTok < max(min, amxMinTokens) || (a.kind != actQ8_0 && a.kind != actQ8_K) || !amxChecked() {
 		return avx512Mul(m, pk, Y, a, r0, r1)
 	}
 	amxTileProducts.Add(1)
@@ -149,16 +174,8 @@ func amxMul(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int) bool {
 	return true
 }
 
-// amxTileFor returns the tile kernel of an AMX-handled type.
-func amxTileFor(t WType) amxTileFunc {
-	switch t {
-	case Q4_K, Q5_K, Q2_K:
-		return amxQ4KTile
-	case Q6_K, Q3_K, IQ4_XS:
-		return amxQ6KTile
-	}
-	return amxQ8Tile
-}
+// amxTileFor returns the tile kernel of an AMX-handled type (it panics for another).
+func amxTileFor(t WType) amxTileFunc { return amxKernels[amxKernelIndex(t)].tile }
 
 // amxChecked runs, once, before the first product on the tiles, a self-check: a small product
 // of every AMX-handled type on the tiles must equal the AVX-512 one bit for bit, or the
@@ -168,9 +185,16 @@ func amxTileFor(t WType) amxTileFunc {
 var amxChecked func() bool
 
 func init() {
-	amxChecked = sync.OnceValue(func() bool {
-		if err := amxSelfCheck(amxTileFor); err != nil {
-			fmt.Fprintf(os.Stderr, "gquant: kernels: AMX self-check failed, using the AVX-512 kernels instead: %v\n", err)
+	amxChecked = amxCheckOnce("AMX self-check", func() error { return amxSelfCheck(amxTileFor) })
+}
+
+// amxCheckOnce returns a function that runs check on its first call and reports, then and
+// after, whether it passed; when it fails, a warning that the check called name failed and the
+// AVX-512 kernels are used instead goes to stderr.
+func amxCheckOnce(name string, check func() error) func() bool {
+	return sync.OnceValue(func() bool {
+		if err := check(); err != nil {
+			fmt.Fprintf(os.Stderr, "gquant: kernels: %s failed, using the AVX-512 kernels instead: %v\n", name, err)
 			return false
 		}
 		return true
@@ -185,7 +209,8 @@ func amxSelfCheck(tiles func(WType) amxTileFunc) error {
 	const rows, nTok = 20, 19
 	x := uint64(0x9e3779b97f4a7c15)
 	next := func() uint64 { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return x }
-	for _, t := range []WType{Q4_0, IQ4_NL, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS} {
+	for _, k := range amxKernels {
+		t := k.t
 		cols := 96
 		if t.BlockSize() == 256 {
 			cols = 512
@@ -285,9 +310,10 @@ func amxProduct(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int, s *amxS
 		}
 	}
 	kw := (*float32)(unsafe.Pointer(&s.kw[0]))
+	build := amxBuilder(m.Type)
 	for rb := r0; rb < r1; rb += 16 {
 		nr := min(16, r1-rb)
-		amxBuildB(m, pk, rb, nr, s)
+		amxBuildBWith(build, m, pk, rb, nr, s)
 		amxConfig(&s.cfg[0], 16, nr, k)
 		mask := uint64(1)<<nr - 1
 		for t0 := 0; t0 < nTok; t0 += 16 {
@@ -318,12 +344,12 @@ func amxTokenFactors(a *Acts, tk []float32) {
 	}
 }
 
-// amxBuilders are the B-tile builders of amx_buildb_amd64.s, per type: they take the codes
-// from the packed copy that the avx512vnni kernels read (pack.go).
-var amxBuilders = map[WType]func(dst, src *byte, stride, groups int){
-	Q4_0: amxBuildBQ4_0, IQ4_NL: amxBuildBIQ4_NL, Q5_0: amxBuildBQ5_0, Q8_0: amxBuildBQ8_0,
-	Q4_K: amxBuildBQ4_K, Q5_K: amxBuildBQ5_K, Q6_K: amxBuildBQ6_K, Q2_K: amxBuildBQ2_K,
-	Q3_K: amxBuildBQ3_K, IQ4_XS: amxBuildBIQ4_XS,
+// amxBuilder returns the B-tile builder of t (amxKernels), or nil.
+func amxBuilder(t WType) amxBuildFunc {
+	if i := amxKernelIndex(t); i >= 0 {
+		return amxKernels[i].build
+	}
+	return nil
 }
 
 // amxBuildB writes the B tiles and row factors of rows [rb, rb+nr) of m into s: the factors
@@ -333,9 +359,13 @@ var amxBuilders = map[WType]func(dst, src *byte, stride, groups int){
 // packed copy (pk nil) every row is decoded into s.vals and amxTranspose16 makes the tiles.
 // Rows past nr are left out: the tiles are 4·nr bytes wide, and their factors are zero.
 func amxBuildB(m *Matrix, pk *packed, rb, nr int, s *amxScratch) {
+	amxBuildBWith(amxBuilder(m.Type), m, pk, rb, nr, s)
+}
+
+// amxBuildBWith is amxBuildB with m.Type's builder (amxBuilder) looked up by the caller.
+func amxBuildBWith(build amxBuildFunc, m *Matrix, pk *packed, rb, nr int, s *amxScratch) {
 	cols := m.Cols
 	clear(s.kw)
-	build := amxBuilders[m.Type]
 	if pk != nil && build != nil {
 		for n := 0; n < nr; n++ {
 			amxDecodeRow(m.Type, nil, s.kw, n, m.Data[(rb+n)*m.rowBytes:(rb+n+1)*m.rowBytes], cols)

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "amx_amd64.h"
 
 // AMX-INT8 GEMM tiles for the 32-element block types (Q4_0, IQ4_NL, Q5_0, Q8_0) against Q8_0
 // activations and for the K-quants (Q4_K, Q5_K, Q6_K) against Q8_K activations; see
@@ -24,9 +25,7 @@
 //	TDPBSSD    tmm3, tmm4, tmm5  C4 E2 53 5E DC
 //	TILESTORED (CX)(AX*1), tmm3  C4 E2 7A 4B 1C 01
 
-#define LDTILECFG_CX     BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0x01
-#define TILERELEASE      BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0xC0
-#define TILEZERO_T0      BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC0
+// LDTILECFG_CX, TILERELEASE, TILEZERO_T0: amx_amd64.h.
 #define TILELOADD_T1_SI_DX BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x0C; BYTE $0x16
 #define TILELOADD_T2_BX_AX BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x14; BYTE $0x03
 #define TDPBSSD_T0_T1_T2 BYTE $0xC4; BYTE $0xE2; BYTE $0x6B; BYTE $0x5E; BYTE $0xC1
@@ -161,24 +160,6 @@ kreduce:                       \
 	TOK(896, Z14, c) \
 	ADDQ R11, R15    \
 	TOK(960, Z15, c)
-
-#define ZERO16 \
-	VPXORD Z0, Z0, Z0    \
-	VPXORD Z1, Z1, Z1    \
-	VPXORD Z2, Z2, Z2    \
-	VPXORD Z3, Z3, Z3    \
-	VPXORD Z4, Z4, Z4    \
-	VPXORD Z5, Z5, Z5    \
-	VPXORD Z6, Z6, Z6    \
-	VPXORD Z7, Z7, Z7    \
-	VPXORD Z8, Z8, Z8    \
-	VPXORD Z9, Z9, Z9    \
-	VPXORD Z10, Z10, Z10 \
-	VPXORD Z11, Z11, Z11 \
-	VPXORD Z12, Z12, Z12 \
-	VPXORD Z13, Z13, Z13 \
-	VPXORD Z14, Z14, Z14 \
-	VPXORD Z15, Z15, Z15
 
 #define STORE16 \
 	VMOVUPS Z0, (0)(R8)      \

@@ -162,8 +162,8 @@
 	VMOVDQU32 Z23, (15*L)(DI)
 
 // CONSTS(sub, hi): Z16 = 0x0F bytes, Z17 = sub, Z18 = hi (0x10 for the fifth bit, 0x03 for
-// Q6_K's); CONSTS_LUT: Z17 = IQ4_NL's codebook. Reloaded at every step (the transpose
-// clobbers them).
+// Q6_K's); CONSTS_LUT: Z17 = IQ4_NL's codebook (·kvaluesIQ4NL, dequant.go). Reloaded at every
+// step (the transpose clobbers them).
 #define CONSTS(sub, hi) \
 	MOVL $0x0f0f0f0f, AX \
 	VPBROADCASTD AX, Z16 \
@@ -174,7 +174,7 @@
 #define CONSTS_LUT \
 	MOVL $0x0f0f0f0f, AX \
 	VPBROADCASTD AX, Z16 \
-	VBROADCASTI32X4 ·iq4nlValues(SB), Z17
+	VBROADCASTI32X4 ·kvaluesIQ4NL(SB), Z17
 
 // BUILD(RELOAD, DEC, gb, steps, L, nibbles, hioff): the loops over groups and steps. For a
 // nibble layout (nibbles 1) step s reads chunk s/2, its low (s even) or high nibbles; Q8_0

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"sync"
 )
 
@@ -41,11 +40,14 @@ func groupLayoutAMX(k actKind, g groupActs, nTok, cols int) groupLayout {
 	return glChunk
 }
 
-// amxGroupScratch is one worker's B tiles, C store and tile configuration.
+// amxGroupScratch is one worker's B tiles, C store, tile configuration and kernel arguments
+// (here rather than on the stack: the kernels are passed as func values, through which the
+// arguments would escape to the heap on every product).
 type amxGroupScratch struct {
 	b    []int8
 	cbuf []int32
 	cfg  []byte
+	args groupArgs
 }
 
 var amxGroupPool = sync.Pool{New: func() any {
@@ -81,25 +83,18 @@ func amxGroupMul(m *Matrix, Y []float32, a *Acts, r0, r1 int) bool {
 
 // amxGroupProduct runs the tile kernels k16 (a16) or k8 (a8) over rows [r0,r1).
 func amxGroupProduct(m *Matrix, Y []float32, a *Acts, r0, r1 int, s *amxGroupScratch, k16, k8 func(*groupArgs)) {
-	g, cols, n := m.grp, a.cols, a.nTok
+	cols, n := a.cols, a.nTok
 	if cap(s.b) < 16*cols {
 		s.b = make([]int8, 16*cols)
 	}
 	nPad := (n + 15) &^ 15
-	p := groupArgs{ldy: 4 * m.Rows, wstride: g.blockBytes, hdr: g.hdr, lda: cols, unit: a.grp.unit,
-		ntiles: nPad / 16, metaStep: 4 * nPad, b: &s.b[0], cbuf: &s.cbuf[0], cfg: &s.cfg[0]}
+	p := &s.args
+	groupArgsFor(p, m, a) // the fields the AVX-512 kernels share (units and chunks: int4 only)
+	p.metaStep = 4 * nPad // d of each of the padded tokens
+	p.lda, p.unit, p.ntiles = cols, a.grp.unit, nPad/16
+	p.b, p.cbuf, p.cfg = &s.b[0], &s.cbuf[0], &s.cfg[0]
 	p.kstep = min(64, p.unit)
 	p.ntlast = n - 16*(p.ntiles-1)
-	if g.f.Bits == 8 {
-		p.zconst = 128
-	} else {
-		p.units, p.chunks, p.sstep = g.units, g.f.Group/8, 64
-		if g.f.Signed {
-			p.zconst = 8
-		} else {
-			p.zoff = 64 * g.units
-		}
-	}
 	k := k8
 	if a.kind == actG16 {
 		k = k16
@@ -113,8 +108,9 @@ func amxGroupProduct(m *Matrix, Y []float32, a *Acts, r0, r1 int, s *amxGroupScr
 		p.y = &Y[16*b0]
 		p.w = &m.Data[b0*p.wstride]
 		p.blocks, p.mask = b1-b0, mask
-		k(&p)
+		k(p)
 	})
+	*p = groupArgs{} // keeps no pointer to the caller's data in the pool
 }
 
 // amxGroupChecked runs, once, before the first group product on the tiles, a self-check: a
@@ -126,12 +122,8 @@ var amxGroupChecked func() bool
 func init() {
 	amxImpl.groupLayout = groupLayoutAMX
 	amxImpl.groupMul = amxGroupMul
-	amxGroupChecked = sync.OnceValue(func() bool {
-		if err := amxGroupSelfCheck(amxGroupA16, amxGroupA8); err != nil {
-			fmt.Fprintf(os.Stderr, "gquant: kernels: AMX self-check of the gqf kernels failed, using the AVX-512 kernels instead: %v\n", err)
-			return false
-		}
-		return true
+	amxGroupChecked = amxCheckOnce("AMX self-check of the gqf kernels", func() error {
+		return amxGroupSelfCheck(amxGroupA16, amxGroupA8)
 	})
 }
 

@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "group_amd64.h"
+#include "amx_amd64.h"
 
 // AMX-INT8 kernels of the gqf group matrices (amx_group_amd64.go). For each 16-row block the
 // B tiles are built from the packed codes (group.go's layout) into a scratch: signed weights w
@@ -47,9 +48,7 @@
 //	TILESTORED (AX)(CX*1), tmm5  C4 E2 7A 4B 2C 08
 //	TILESTORED (AX)(CX*1), tmm6  C4 E2 7A 4B 34 08
 
-#define G_LDTILECFG_CX BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0x01
-#define G_TILERELEASE  BYTE $0xC4; BYTE $0xE2; BYTE $0x78; BYTE $0x49; BYTE $0xC0
-#define G_TILEZERO_T0  BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC0
+// LDTILECFG_CX, TILERELEASE, TILEZERO_T0 and ZERO16: amx_amd64.h.
 #define G_TILEZERO_T1  BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x49; BYTE $0xC8
 #define G_TILELOADD_T2 BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x14; BYTE $0x08
 #define G_TILELOADD_T3 BYTE $0xC4; BYTE $0xE2; BYTE $0x7B; BYTE $0x4B; BYTE $0x1C; BYTE $0x08
@@ -69,7 +68,7 @@
 #define START \
 	MOVQ p+0(FP), R9          \
 	MOVQ GA_CFG(R9), CX       \
-	G_LDTILECFG_CX            \
+	LDTILECFG_CX            \
 	MOVL $0x0f0f0f0f, AX      \
 	VPBROADCASTD AX, Z30      \
 	MOVL $0x80808080, AX      \
@@ -130,22 +129,7 @@ bdone:
 
 // TILE_START: the tile's accumulators, scales and offsets.
 #define TILE_START \
-	VPXORD Z0, Z0, Z0     \
-	VPXORD Z1, Z1, Z1     \
-	VPXORD Z2, Z2, Z2     \
-	VPXORD Z3, Z3, Z3     \
-	VPXORD Z4, Z4, Z4     \
-	VPXORD Z5, Z5, Z5     \
-	VPXORD Z6, Z6, Z6     \
-	VPXORD Z7, Z7, Z7     \
-	VPXORD Z8, Z8, Z8     \
-	VPXORD Z9, Z9, Z9     \
-	VPXORD Z10, Z10, Z10  \
-	VPXORD Z11, Z11, Z11  \
-	VPXORD Z12, Z12, Z12  \
-	VPXORD Z13, Z13, Z13  \
-	VPXORD Z14, Z14, Z14  \
-	VPXORD Z15, Z15, Z15  \
+	ZERO16                \
 	MOVQ SI, DX           \
 	MOVQ 0(SP), R14       \
 	XORQ R13, R13
@@ -338,7 +322,7 @@ lend:                           \
 	ADDQ $1024, AX   \
 	G_TILESTORED_T6
 #define ZC0 \
-	G_TILEZERO_T0 \
+	TILEZERO_T0 \
 	G_TILEZERO_T1
 #define ZC1 \
 	G_TILEZERO_T5 \
@@ -389,7 +373,7 @@ done16:
 	JNE  tile16
 	NEXT_BLOCK
 	JNE  block16
-	G_TILERELEASE
+	TILERELEASE
 	VZEROUPPER
 	RET
 
@@ -431,7 +415,7 @@ lend:                           \
 // func amxGroupA8(p *groupArgs)
 TEXT ·amxGroupA8(SB), NOSPLIT, $16-8
 	START
-	G_TILEZERO_T0
+	TILEZERO_T0
 	G_TILEZERO_T5
 block8:
 	BLOCK_START
@@ -441,7 +425,7 @@ tile8:
 pipe8:
 	CMPQ R13, GA_LDA(R9)
 	JGE  last8a
-	UNIT8(u8b, u8be, G_TDPBSSD_T5, S80, G_TILEZERO_T0)
+	UNIT8(u8b, u8be, G_TDPBSSD_T5, S80, TILEZERO_T0)
 	POST8(0)
 	CMPQ R13, GA_LDA(R9)
 	JGE  last8b
@@ -450,7 +434,7 @@ pipe8:
 	JMP  pipe8
 last8a:
 	S80
-	G_TILEZERO_T0
+	TILEZERO_T0
 	POST8(0)
 	JMP  done8
 last8b:
@@ -464,6 +448,6 @@ done8:
 	JNE  tile8
 	NEXT_BLOCK
 	JNE  block8
-	G_TILERELEASE
+	TILERELEASE
 	VZEROUPPER
 	RET

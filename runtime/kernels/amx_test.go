@@ -38,6 +38,25 @@ func TestMain(m *testing.M) {
 // defaults is amxTileTokens as the package sets it.
 var defaults map[WType]int
 
+// TestAMXTileTokensTyped checks that every type amxTileTokens lists, by default and under
+// amxForceTiles, is one the AMX kernels handle (amxMul does not check it again).
+func TestAMXTileTokensTyped(t *testing.T) {
+	check := func(name string, m map[WType]int) {
+		for wt := range m {
+			if !amxTyped(wt) {
+				t.Errorf("%s amxTileTokens lists %v, which the AMX kernels do not handle", name, wt)
+			}
+		}
+	}
+	check("default", defaults)
+	restore := amxForceTiles()
+	check("forced", amxTileTokens)
+	if len(amxTileTokens) != len(amxKernels) {
+		t.Errorf("forced amxTileTokens lists %d types, amxKernels %d", len(amxTileTokens), len(amxKernels))
+	}
+	restore()
+}
+
 // TestAMXTileTokens checks the default choice of the ggml tiles: a batch of a listed type
 // below its entry, and any batch of an unlisted type, runs on the avx512vnni kernels; a batch
 // at its entry on the tiles.

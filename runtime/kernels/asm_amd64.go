@@ -15,15 +15,6 @@ var iq4nlPlus128 = func() (t [16]byte) {
 	return t
 }()
 
-// iq4nlValues is IQ4_NL's codebook as bytes (·iq4nlValues(SB), the VPSHUFB table of the AMX
-// B-tile builders).
-var iq4nlValues = func() (t [16]byte) {
-	for i, v := range kvaluesIQ4NL {
-		t[i] = byte(v)
-	}
-	return t
-}()
-
 //go:noescape
 func gemvF32(y *float32, w *byte, stride, rows int, x *float32, n int)
 

@@ -5,7 +5,7 @@ package kernels
 import "unsafe"
 
 // groupArgs is the argument block of the group kernels (gemm_group_amd64.s, amx_group_amd64.s);
-// its field offsets are the GA_ constants of group_amd64.h (TestGroupArgsOffsets).
+// they read its fields at the GA_ offsets of group_amd64.h, which are go_asm.h's.
 type groupArgs struct {
 	y        *float32       // output of the first block's lane 0 for the tile's first token
 	ldy      int            // bytes between consecutive tokens' outputs (rows·4)
@@ -73,13 +73,42 @@ func groupA8I8x4(p *groupArgs)
 //go:noescape
 func groupA8I8x1(p *groupArgs)
 
-// groupKernelSet is one variant's kernels for tiles of 8, 4 and 1 tokens.
-type groupKernelSet struct{ x8, x4, x1 func(*groupArgs) }
+// groupKernel returns the index, for groupCall, of the AVX-512 kernel of a8 (else a16)
+// activations and int8 (else int4) weights for tiles of 8 tokens; the next two are those for
+// tiles of 4 and of 1.
+func groupKernel(a8, int8 bool) int { return 3 * (2*b2i(a8) + b2i(int8)) }
 
-// groupKernels[a8][int8] are the AVX-512 kernels.
-var groupKernels = [2][2]groupKernelSet{
-	{{groupA16I4x8, groupA16I4x4, groupA16I4x1}, {groupA16I8x8, groupA16I8x4, groupA16I8x1}},
-	{{groupA8I4x8, groupA8I4x4, groupA8I4x1}, {groupA8I8x8, groupA8I8x4, groupA8I8x1}},
+// groupCall runs AVX-512 kernel k (groupKernel) on p. The kernels are called directly, not
+// through func values, so that p does not escape to the heap.
+func groupCall(k int, p *groupArgs) {
+	switch k {
+	case 0:
+		groupA16I4x8(p)
+	case 1:
+		groupA16I4x4(p)
+	case 2:
+		groupA16I4x1(p)
+	case 3:
+		groupA16I8x8(p)
+	case 4:
+		groupA16I8x4(p)
+	case 5:
+		groupA16I8x1(p)
+	case 6:
+		groupA8I4x8(p)
+	case 7:
+		groupA8I4x4(p)
+	case 8:
+		groupA8I4x1(p)
+	case 9:
+		groupA8I8x8(p)
+	case 10:
+		groupA8I8x4(p)
+	case 11:
+		groupA8I8x1(p)
+	default:
+		panic("kernels: no group kernel")
+	}
 }
 
 // groupRowBlocks is how many 16-row blocks a multi-token product passes through each token tile
@@ -122,7 +151,7 @@ func groupMulAVX512(m *Matrix, Y []float32, a *Acts, r0, r1 int) bool {
 	}
 	var p groupArgs
 	groupArgsFor(&p, m, a)
-	ks := groupKernels[b2i(a.kind == actG8)][b2i(m.grp.f.Bits == 8)]
+	k := groupKernel(a.kind == actG8, m.grp.f.Bits == 8)
 	elems := a.grp.unit / p.chunks
 	n := a.nTok
 	b0, b1 := r0/16, (r1-1)/16
@@ -134,13 +163,13 @@ func groupMulAVX512(m *Matrix, Y []float32, a *Acts, r0, r1 int) bool {
 		re := min(rb+step-1, b1)
 		t := 0
 		for ; t+8 <= n; t += 8 {
-			groupTile(ks.x8, &p, m, Y, a, t, elems, rb, re, r0, r1)
+			groupTile(k, &p, m, Y, a, t, elems, rb, re, r0, r1)
 		}
 		for ; t+4 <= n; t += 4 {
-			groupTile(ks.x4, &p, m, Y, a, t, elems, rb, re, r0, r1)
+			groupTile(k+1, &p, m, Y, a, t, elems, rb, re, r0, r1)
 		}
 		for ; t < n; t++ {
-			groupTile(ks.x1, &p, m, Y, a, t, elems, rb, re, r0, r1)
+			groupTile(k+2, &p, m, Y, a, t, elems, rb, re, r0, r1)
 		}
 	}
 	return true
@@ -153,9 +182,9 @@ func b2i(b bool) int {
 	return 0
 }
 
-// groupTile runs kernel k for the tile of tokens from t over blocks [rb, re], storing only the
+// groupTile runs kernel k (groupCall) for the tile of tokens from t over blocks [rb, re], storing only the
 // rows of [r0,r1).
-func groupTile(k func(*groupArgs), p *groupArgs, m *Matrix, Y []float32, a *Acts, t, elems, rb, re, r0, r1 int) {
+func groupTile(k int, p *groupArgs, m *Matrix, Y []float32, a *Acts, t, elems, rb, re, r0, r1 int) {
 	if a.kind == actG16 {
 		p.act = unsafe.Pointer(&a.g16[t*elems])
 	} else {
@@ -166,7 +195,7 @@ func groupTile(k func(*groupArgs), p *groupArgs, m *Matrix, Y []float32, a *Acts
 		p.y = &Y[t*m.Rows+16*b0]
 		p.w = &m.Data[b0*p.wstride]
 		p.blocks, p.mask = b1-b0, mask
-		k(p)
+		groupCall(k, p)
 	})
 }
 

@@ -2,8 +2,18 @@ package kernels
 
 import (
 	"math"
+	"sync"
 	"unsafe"
 )
+
+// groupGenericScratch is one worker's float and integer sums of a block's 16 rows for every
+// token (groupMulGeneric).
+type groupGenericScratch struct {
+	acc []float32
+	I   []int32
+}
+
+var groupGenericPool = sync.Pool{New: func() any { return new(groupGenericScratch) }}
 
 // groupMulGeneric is the reference product of a group matrix (group.go's arithmetic) over the
 // packed layout and natural-order activations (glNatural): whole 16-row blocks are computed,
@@ -12,8 +22,10 @@ import (
 func groupMulGeneric(m *Matrix, Y []float32, a *Acts, r0, r1 int) {
 	g, cols, n := m.grp, a.cols, a.nTok
 	w := new([16][512]int32)
-	acc := make([]float32, 16*n)
-	I := make([]int32, 16*n)
+	sc := groupGenericPool.Get().(*groupGenericScratch)
+	defer groupGenericPool.Put(sc)
+	sc.acc, sc.I = growF32(sc.acc, 16*n), growI32(sc.I, 16*n)
+	acc, I := sc.acc, sc.I
 	unit, step := a.grp.unit, a.grp.unit
 	if a.kind == actG8 && g.f.Bits == 8 {
 		step = min(512, cols) // int8 rows are summed in pieces of 512 (cols is a multiple of 4)

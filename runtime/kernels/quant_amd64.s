@@ -1,22 +1,12 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "hsum_amd64.h"
 
 // Activation quantizers (AVX-512F/BW/VL): one token's row to llama.cpp's Q8_0/Q8_1 or Q8_K
 // blocks, with exactly the arithmetic of quantizeQ8_0 / quantizeQ8_K (acts.go), writing both
 // the ggml layout (qs, d, s or bsums) and the interleaved copy of pack.go (il, records).
 // Group g of the token starts at il + g·ntok·(512 or 256) and rec + g·ntok·128.
-
-// BFLY(op, z, t) applies op across the 16 lanes of z, leaving the result in every lane.
-#define BFLY(op, z, t) \
-	VSHUFF64X2 $0x4e, z, z, t \
-	op         t, z, z        \
-	VSHUFF64X2 $0xb1, z, z, t \
-	op         t, z, z        \
-	VPSHUFD    $0x4e, z, t    \
-	op         t, z, z        \
-	VPSHUFD    $0xb1, z, t    \
-	op         t, z, z
 
 // func quantQ8Asm(x *float32, qs *int8, d, s *float32, il *byte, rec *float32, nb, ntok int)
 //

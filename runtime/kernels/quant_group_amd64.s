@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "hsum_amd64.h"
 
 // Activation quantizers of the group matrices (group_acts.go), the same operations as
 // groupQuantA16 and groupQuantA8, 16 values at a time: amax as the largest absolute value's
@@ -12,29 +13,15 @@
 // The amax loops: Z0 = max over the CX floats at R12 (both clobbered) of their sign-cleared
 // bits (Z30 the 0x7fffffff mask), as 16 lanes.
 
-// MAXBITS reduces the 16 dwords of Z0 to their unsigned maximum in AX.
+// MAXBITS reduces the 16 dwords of Z0 to their unsigned maximum in AX (clobbers Z0 and Z1).
 #define MAXBITS \
-	VEXTRACTI64X4 $1, Z0, Y1 \
-	VPMAXUD       Y1, Y0, Y0 \
-	VEXTRACTI128  $1, Y0, X1 \
-	VPMAXUD       X1, X0, X0 \
-	VPSHUFD       $0x4e, X0, X1 \
-	VPMAXUD       X1, X0, X0 \
-	VPSHUFD       $0xb1, X0, X1 \
-	VPMAXUD       X1, X0, X0 \
-	VMOVD         X0, AX
+	BFLY(VPMAXUD, Z0, Z1) \
+	VMOVD X0, AX
 
-// SUMD reduces the 16 dwords of Z5 to their sum in AX.
+// SUMD reduces the 16 dwords of Z5 to their sum in AX (clobbers Z5 and Z1).
 #define SUMD \
-	VEXTRACTI64X4 $1, Z5, Y1 \
-	VPADDD        Y1, Y5, Y1 \
-	VEXTRACTI128  $1, Y1, X2 \
-	VPADDD        X2, X1, X1 \
-	VPSHUFD       $0x4e, X1, X2 \
-	VPADDD        X2, X1, X1 \
-	VPSHUFD       $0xb1, X1, X2 \
-	VPADDD        X2, X1, X1 \
-	VMOVD         X1, AX
+	BFLY(VPADDD, Z5, Z1) \
+	VMOVD X5, AX
 
 // func groupQuant16Asm(x *float32, q *int16, d *float32, s *int32, unit, blocks int, perm *[16]uint16)
 //
@@ -75,10 +62,7 @@ q16amax:
 q16amaxtail:
 	TESTQ  CX, CX
 	JEQ    q16amaxdone
-	MOVQ   $1, R13
-	SHLQ   CX, R13
-	DECQ   R13
-	KMOVW  R13, K2
+	LOWMASK(R13, KMOVW, K2)
 	VMOVDQU32.Z (R12), K2, Z1
 	VPANDD Z30, Z1, Z1
 	VPMAXUD Z1, Z0, Z0
@@ -116,10 +100,7 @@ q16conv:
 q16convtail:
 	TESTQ CX, CX
 	JEQ   q16sum
-	MOVQ  $1, R13
-	SHLQ  CX, R13
-	DECQ  R13
-	KMOVW R13, K2
+	LOWMASK(R13, KMOVW, K2)
 	VMOVUPS.Z (R12), K2, Z4
 	VDIVPS    Z3, Z4, Z4
 	VCVTPS2DQ Z4, Z4
@@ -147,10 +128,7 @@ q16zloop:
 q16ztail:
 	TESTQ CX, CX
 	JEQ   q16sum
-	MOVQ  $1, R13
-	SHLQ  CX, R13
-	DECQ  R13
-	KMOVW R13, K2
+	LOWMASK(R13, KMOVW, K2)
 	VMOVDQU16 Y5, K2, (BX)
 
 q16sum:
@@ -205,10 +183,7 @@ q8amax:
 q8amaxtail:
 	TESTQ  CX, CX
 	JEQ    q8amaxdone
-	MOVQ   $1, R13
-	SHLQ   CX, R13
-	DECQ   R13
-	KMOVW  R13, K2
+	LOWMASK(R13, KMOVW, K2)
 	VMOVDQU32.Z (R12), K2, Z1
 	VPANDD Z30, Z1, Z1
 	VPMAXUD Z1, Z0, Z0
@@ -245,10 +220,7 @@ q8conv:
 q8convtail:
 	TESTQ CX, CX
 	JEQ   q8usum
-	MOVQ  $1, R13
-	SHLQ  CX, R13
-	DECQ  R13
-	KMOVW R13, K2
+	LOWMASK(R13, KMOVW, K2)
 	VMOVUPS.Z (SI), K2, Z4
 	VDIVPS    Z3, Z4, Z4
 	VCVTPS2DQ Z4, Z4
@@ -291,10 +263,7 @@ q8zloop:
 q8ztail:
 	TESTQ CX, CX
 	JEQ   q8zsum
-	MOVQ  $1, R13
-	SHLQ  CX, R13
-	DECQ  R13
-	KMOVW R13, K2
+	LOWMASK(R13, KMOVW, K2)
 	VMOVDQU8 X5, K2, (DI)
 	ADDQ CX, DI
 q8zsum:
@@ -332,10 +301,7 @@ hlloop:
 hltail:
 	TESTQ CX, CX
 	JEQ   hldone
-	MOVQ  $1, R13
-	SHLQ  CX, R13
-	DECQ  R13
-	KMOVD R13, K2
+	LOWMASK(R13, KMOVD, K2)
 	VMOVDQU16.Z (SI), K2, Z0
 	VPMOVWB   Z0, Y2
 	VMOVDQU8  Y2, K2, (DX)

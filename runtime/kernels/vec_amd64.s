@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "hsum_amd64.h"
 
 // Float32 vector operations (AVX-512F) for attention and the MLP: softmax, silu(g)·u, rows of
 // dot products and weighted sums of rows. See vec.go for the contracts.
@@ -40,15 +41,6 @@
 	VFMADD213PS   x, t2, Z19     \
 	VADDPS        Z31, Z19, Z19  \
 	VSCALEFPS     t1, Z19, x
-
-// TAILMASK(n, k) sets mask k to the low n%16 lanes (n in a register, clobbers R11).
-#define TAILMASK(n, k) \
-	MOVQ  n, CX         \
-	ANDQ  $15, CX       \
-	MOVQ  $1, R11       \
-	SHLQ  CX, R11       \
-	DECQ  R11           \
-	KMOVW R11, k
 
 // func softmaxAsm(x *float32, n int)
 TEXT ·softmaxAsm(SB), NOSPLIT, $0-16
