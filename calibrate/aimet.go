@@ -1,10 +1,11 @@
 package calibrate
 
 import (
+	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/gquant/gquant/formats/encodings"
+	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/quantize"
 )
 
@@ -42,7 +43,7 @@ func CheckEncodings(f *encodings.File) error {
 		}
 	}
 	if len(probs) > 0 {
-		return fmt.Errorf("%s", strings.Join(firstProblems(probs, 10), "; "))
+		return errors.New(problems.Join(probs, 10))
 	}
 	return nil
 }
@@ -55,12 +56,4 @@ func WriteEncodings(path string, f *encodings.File, version string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return f.WriteFile(path, version, true)
-}
-
-// firstProblems keeps the first n problems and counts the rest.
-func firstProblems(ps []string, n int) []string {
-	if len(ps) <= n {
-		return ps
-	}
-	return append(append([]string(nil), ps[:n]...), fmt.Sprintf("and %d more problems", len(ps)-n))
 }

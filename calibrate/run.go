@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -166,7 +165,12 @@ func Calibrate(path string, o Options) (*Result, error) {
 		}
 		for _, ls := range batch {
 			finishHessian(ls.Hessian, ls.Cols)
-			if i, ok := finiteAll(ls.Hessian); !ok {
+			// Pass 0's Hessians were all scanned by Check above, and mirroring the triangle
+			// only copies checked values; later passes' Hessians were not checked.
+			if p == 0 {
+				continue
+			}
+			if i, ok := stats.Finite(ls.Hessian); !ok {
 				return nil, fmt.Errorf("%s: %s: Hessian element %d is not finite", path, ls.Weight, i)
 			}
 		}
@@ -202,16 +206,6 @@ func Calibrate(path string, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
-}
-
-// finiteAll reports whether every value is finite; bad is the first that is not.
-func finiteAll(v []float64) (bad int, ok bool) {
-	for i, x := range v {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return i, false
-		}
-	}
-	return 0, true
 }
 
 // sha256Hex is the hex SHA-256 of b.

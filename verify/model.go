@@ -62,12 +62,12 @@ func OpenRuntime(path string, threads int) (Model, error) {
 // isBlockOut reports whether a point is the residual stream after a block ("blk.N.out"), the
 // only points verify observes.
 func isBlockOut(name string) bool {
-	return strings.HasPrefix(name, "blk.") && strings.HasSuffix(name, ".out")
+	return len(name) > len("blk..out") && strings.HasPrefix(name, "blk.") && strings.HasSuffix(name, ".out")
 }
 
 // observe keeps a copy of "blk.N.out" (the residual stream after block N) while capturing.
 func (a *rtModel) observe(name string, x []float32, nTok, dim int) {
-	if !a.capture || !strings.HasPrefix(name, "blk.") || !strings.HasSuffix(name, ".out") {
+	if !a.capture || !isBlockOut(name) {
 		return
 	}
 	l, err := strconv.Atoi(name[len("blk.") : len(name)-len(".out")])

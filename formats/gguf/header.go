@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	problemlist "github.com/gquant/gquant/internal/problems"
 )
 
 // Header is everything a writer needs before any tensor data: the metadata, the tensors'
@@ -33,10 +35,7 @@ func (ps problems) err() error {
 	if len(ps) == 0 {
 		return nil
 	}
-	if len(ps) > maxProblems {
-		return errors.New(strings.Join(ps[:maxProblems], "; ") + fmt.Sprintf("; and %d more problems", len(ps)-maxProblems))
-	}
-	return errors.New(strings.Join(ps, "; "))
+	return errors.New(problemlist.Join(ps, maxProblems))
 }
 
 // Layout validates the header and fills in each tensor's Size and Offset (the running sum of

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/imatrix"
+	"github.com/gquant/gquant/internal/problems"
 )
 
 // Read reads statistics: a gquant statistics file, or a llama.cpp imatrix file (GGUF or
@@ -385,9 +386,4 @@ func f32s(b []byte) []float32 {
 }
 
 // joinProblems joins problems with "; ", at most 10 of them.
-func joinProblems(ps []string) string {
-	if len(ps) > 10 {
-		return strings.Join(ps[:10], "; ") + fmt.Sprintf("; and %d more problems", len(ps)-10)
-	}
-	return strings.Join(ps, "; ")
-}
+func joinProblems(ps []string) string { return problems.Join(ps, 10) }

@@ -159,6 +159,9 @@ func (s *Stats) ActRange(name string) (lo, hi float32, ok bool) {
 	return a.Min, a.Max, true
 }
 
+// Finite reports whether every value is finite; bad is the first index that is not.
+func Finite(v []float64) (bad int, ok bool) { return finite(v, false) }
+
 // finite reports whether every value is finite (and ≥ 0 when nonNeg); bad is the first
 // offending index.
 func finite(v []float64, nonNeg bool) (bad int, ok bool) {

@@ -125,23 +125,29 @@ func (a *ActStats) AddParallel(x []float32, held bool, workers int) (bad int) {
 		a.Min, a.Max = min(a.Min, lo), max(a.Max, hi)
 	}
 	a.addExtremes(lo, hi, held)
-	a.Hist.fit(float64(lo), float64(hi))
 	if workers == 1 {
-		a.Hist.count(x, a.Hist.Counts)
+		a.Hist.Add(x, lo, hi)
 		return 0
 	}
-	counts := make([][]float64, workers)
+	a.Hist.fit(float64(lo), float64(hi))
+	counts := make([]*[HistBins]float64, workers)
 	each(func(w int, part []float32) {
-		counts[w] = make([]float64, len(a.Hist.Counts))
-		a.Hist.count(part, counts[w])
+		c := countsPool.Get().(*[HistBins]float64)
+		clear(c[:])
+		counts[w] = c
+		a.Hist.count(part, c[:len(a.Hist.Counts)])
 	})
 	for _, c := range counts {
-		for k, v := range c {
+		for k, v := range c[:len(a.Hist.Counts)] {
 			a.Hist.Counts[k] += v
 		}
+		countsPool.Put(c)
 	}
 	return 0
 }
+
+// countsPool holds the per-worker histogram counts of AddParallel.
+var countsPool = sync.Pool{New: func() any { return new([HistBins]float64) }}
 
 // extremes returns the minimum and maximum of x (not empty) and whether it holds a NaN,
 // over four independent lanes.
