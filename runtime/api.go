@@ -38,9 +38,10 @@ type Hooks struct {
 	// (the attention scores: one row per token holding every query head's scores over the KV
 	// positions, and in several calls of consecutive tokens when they are many). It may modify
 	// a node's value in place (the last point of a node, the names of arch.Graph's values);
-	// the graph goes on with the modified values. Changes to a node's other points are
-	// ignored, unless Modifies says the hook changes them: those are computed on the side, so
-	// that observing changes no result.
+	// the graph goes on with the modified values. So it does with a linear's NAME_fc and
+	// rope's X_cos and X_sin, which the node's value is computed from in any case. Changes to
+	// attention's and swiglu's other points are ignored, unless Modifies says the hook changes
+	// them: those are computed on the side, so that observing changes no result.
 	Activation func(name string, x []float32, nTok, dim int)
 	// Points, when set, limits Activation to the points it reports (nil: every point); the
 	// others are not computed on the side, and nodes without an observed point keep the fast

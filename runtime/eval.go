@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gquant/gquant/formats/gqf"
+	"github.com/gquant/gquant/runtime/arch"
 	"github.com/gquant/gquant/runtime/kernels"
 )
 
@@ -42,7 +43,7 @@ func (m *Model) forward(st *State, tokens []int, allLogits bool) []float32 {
 	st.size(n)
 	st.cos = grow(st.cos, n*m.rope.half)
 	st.sin = grow(st.sin, n*m.rope.half)
-	m.rope.tables(st.cos, st.sin, st.pos, n)
+	arch.RopeTables(m.rope.invFreq, st.pos, n, st.cos, st.sin)
 	st.n, st.first = n, 0
 	if !allLogits {
 		st.first = n - 1
@@ -56,11 +57,11 @@ func (m *Model) forward(st *State, tokens []int, allLogits bool) []float32 {
 		}
 		switch s.kind {
 		case stepRows:
-			m.runRows(st, s.rows, tokens, t0, n)
+			m.runRows(st, &s.rows, tokens, t0, n)
 		case stepLinear:
 			outs := st.lin.buf2[:0]
 			for _, o := range s.lin {
-				outs = append(outs, out{st.rows(o.out, t0, n), o.w, o.weight})
+				outs = append(outs, out{st.rows(o.out, t0, n), o.w, o.weight, o.dynX})
 			}
 			st.lin.buf2 = outs
 			m.linear(st, st.rows(s.in, t0, n), n-t0, outs...)
@@ -77,11 +78,13 @@ func (m *Model) forward(st *State, tokens []int, allLogits bool) []float32 {
 // minWork is the multiply-adds below which a product is not split across workers.
 const minWork = 1 << 18
 
-// out is one product of linear: y = W·x, W named name (GGUF) for the hooks.
+// out is one product of linear: y = W·x, W named name (GGUF) for the hooks; dynX: x is
+// quantized per token for W first (linOut.dynX).
 type out struct {
 	y    []float32
 	w    *kernels.Matrix
 	name string
+	dynX bool
 }
 
 // linear computes y = W·x for each product, over the same n input rows x (n×Cols, y: n×Rows).
@@ -107,7 +110,7 @@ func (m *Model) linear(st *State, x []float32, n int, outs ...out) {
 		j.outs = j.buf[:copy(j.buf[:], outs[i:k])]
 		w := outs[i].w
 		xi := x
-		if m.dyn != nil && !m.dynInKernel[w] {
+		if outs[i].dynX {
 			st.dynX = grow(st.dynX, n*w.Cols)
 			copy(st.dynX, x[:n*w.Cols])
 			gqf.QDQRows(m.dyn, st.dynX, w.Cols)

@@ -33,7 +33,7 @@ func loadGQF(path string, opts Options) (*Model, error) {
 	if opts.Widen {
 		src.matrix = nil
 	}
-	quant, placed, err := placeEncodings(src.spec, encs)
+	quant, err := placeEncodings(src.spec, encs)
 	if err != nil {
 		src.close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -44,21 +44,21 @@ func loadGQF(path string, opts Options) (*Model, error) {
 		return nil, err
 	}
 	m.bpwAll, m.bpwLinear = bpw[0], bpw[1]
-	m.encPlaced, m.encTotal = placed, len(encs)
+	m.encTotal = len(encs)
 	return m, nil
 }
 
 // placeEncodings maps a gqf graph's activation encodings (by activation name) to the points
 // of the model's graph: an activation is a point, or a data-movement tensor of one
 // (arch.Lowered.Point), and all the activations of a point must carry the same encoding.
-// It refuses, naming them, encodings it cannot place. placed counts the activations placed.
-func placeEncodings(spec *arch.Spec, encs map[string]*gqf.Encoding) (map[string]*qdq, int, error) {
+// It refuses, naming them, encodings it cannot place: on success every one is placed.
+func placeEncodings(spec *arch.Spec, encs map[string]*gqf.Encoding) (map[string]*qdq, error) {
 	if len(encs) == 0 {
-		return nil, 0, nil
+		return nil, nil
 	}
 	low, err := arch.ModelGraph(spec).Lower(1)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	quant := map[string]*qdq{}
 	from := map[string]string{}
@@ -68,7 +68,6 @@ func placeEncodings(spec *arch.Spec, encs map[string]*gqf.Encoding) (map[string]
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	placed := 0
 	for _, name := range names {
 		e := encs[name]
 		pt, ok := low.Point[name]
@@ -80,11 +79,9 @@ func placeEncodings(spec *arch.Spec, encs map[string]*gqf.Encoding) (map[string]
 			if !proto.Equal(q.e, e) {
 				conflict = append(conflict, fmt.Sprintf("%s and %s", from[pt], name))
 			}
-			placed++
 			continue
 		}
-		quant[pt], from[pt] = &qdq{e: e}, name
-		placed++
+		quant[pt], from[pt] = newQDQ(e), name
 	}
 	var probs []string
 	if len(unknown) > 0 {
@@ -94,9 +91,9 @@ func placeEncodings(spec *arch.Spec, encs map[string]*gqf.Encoding) (map[string]
 		probs = append(probs, fmt.Sprintf("graph: %d data-movement tensors carry another encoding than the tensor they move (the runtime cannot requantize them): %s", len(conflict), strings.Join(firstN(conflict, 5), "; ")))
 	}
 	if len(probs) > 0 {
-		return nil, 0, fmt.Errorf("%s", strings.Join(probs, "; "))
+		return nil, fmt.Errorf("%s", strings.Join(probs, "; "))
 	}
-	return quant, placed, nil
+	return quant, nil
 }
 
 // firstN keeps the first n strings of s and counts the rest.
@@ -111,7 +108,6 @@ func firstN(s []string, n int) []string {
 // scales; graph constants excluded), over every weight and over the linear layers only.
 func storedBPW(man *gqf.Manifest) (all, linear float64) {
 	var bits, n, linBits, linN float64
-	size := func(b *gqf.Buffer) float64 { return float64(b.GetSize()) }
 	for _, t := range man.GetTensors() {
 		if t.GetRole() == "constant" {
 			continue
@@ -120,7 +116,10 @@ func storedBPW(man *gqf.Manifest) (all, linear float64) {
 		for _, d := range t.GetShape() {
 			e *= float64(d)
 		}
-		b := 8 * (size(t.GetData()) + size(t.GetScales()) + size(t.GetZeros()) + size(t.GetBlockScales()))
+		var b float64
+		for _, buf := range t.Buffers() {
+			b += 8 * float64(buf.GetSize())
+		}
 		bits, n = bits+b, n+e
 		if arch.Role(t.GetRole()).IsLinear() {
 			linBits, linN = linBits+b, linN+e
@@ -243,7 +242,7 @@ func gqfRaw(f *gqf.File, t *gqf.Tensor) (rawTensor, error) {
 		return rt, nil
 	}
 	rt.typ = gguf.F32
-	for _, b := range []*gqf.Buffer{t.Data, t.Scales, t.Zeros, t.BlockScales} {
+	for _, b := range t.Buffers() {
 		rt.size += int(b.GetSize())
 	}
 	rt.rows = func(dst []float32, r0, r1 int) error { return f.DecodeRows(t, r0, r1, dst) }
@@ -289,7 +288,7 @@ func isInt8PerToken(e *gqf.Encoding) bool {
 
 // groupMatrix packs a gqf weight matrix for the kernels (kernels.NewGroupMatrix): int4 groups
 // (asymmetric with uint8 zero points, or symmetric), LPBQ (symmetric int4 whose block scales
-// are the channel scale times the block's integer scale, in float32 as Decode computes them)
+// are the channel scale times the block's integer scale: gqf's LPBQScales, Decode's rule)
 // and int8 per channel. It returns nil for other encodings and for shapes the packed layout
 // does not take (the runtime widens those to float32).
 func groupMatrix(f *gqf.File, t *gqf.Tensor) (*kernels.Matrix, error) {
@@ -309,15 +308,7 @@ func groupMatrix(f *gqf.File, t *gqf.Tensor) (*kernels.Matrix, error) {
 		gf = kernels.GroupFormat{Bits: 4, Group: int(e.BlockSize), Signed: true}
 	case e.Granularity == gqf.Granularity_LPBQ && e.Bits == 4 && e.Dtype == gqf.DataType_INT4:
 		gf = kernels.GroupFormat{Bits: 4, Group: int(e.BlockSize), Signed: true}
-		k := f.BlockScales(t)
-		nb := cols / int(e.BlockSize)
-		bs := make([]float32, rows*nb)
-		for r := 0; r < rows; r++ {
-			for b := 0; b < nb; b++ {
-				bs[r*nb+b] = float32(scales[r] * float32(k[r*nb+b]))
-			}
-		}
-		scales = bs
+		scales = f.LPBQScales(t)
 	case e.Granularity == gqf.Granularity_PER_CHANNEL && e.Bits == 8 && e.Dtype == gqf.DataType_INT8 && t.Zeros == nil:
 		gf = kernels.GroupFormat{Bits: 8, Signed: true}
 	default:

@@ -33,15 +33,16 @@ type Model struct {
 	vecs map[string][]float32
 
 	// dyn is a gqf file's run-time encoding of linear inputs (w4a8), nil for none;
-	// dynInKernel marks the matrices whose kernels quantize their input that way themselves.
+	// dynInKernel marks the matrices whose kernels quantize their input that way themselves
+	// (filled at load; compile turns it into each linear node's execNode.dynX).
 	dyn         *gqf.Encoding
 	dynInKernel map[*kernels.Matrix]bool
 
 	bpwAll, bpwLinear float64
 	weightBytes       int64
-	// encPlaced and encTotal count a gqf file's activation encodings placed on the graph's
-	// points, and all of them.
-	encPlaced, encTotal int
+	// encTotal counts a gqf file's activation encodings, every one placed on a point of the
+	// graph (placeEncodings).
+	encTotal int
 
 	mu     sync.Mutex // serialises Eval: the pool runs one job at a time
 	close  func() error
@@ -88,9 +89,10 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 	}
 	m := &Model{spec: s, tok: src.tok, path: src.file, hooks: opts.Hooks, close: src.close,
 		mats: map[string]*kernels.Matrix{}, vecs: map[string][]float32{}, dyn: src.dyn, dynInKernel: map[*kernels.Matrix]bool{}}
+	m.graph = arch.ModelGraph(s)
+	reads := graphReads(m.graph)
 	var probs []string
 	var totalBits, totalN, linBits, linN float64
-	var embdRaw rawTensor
 	account := func(rt rawTensor, linear bool) {
 		n := 1.0
 		for _, d := range rt.shape {
@@ -126,15 +128,7 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 			continue
 		}
 		account(rt, t.Ref.Role.IsLinear())
-		if err := m.place(t.Ref, rt, opts.Mode, src); err != nil {
-			probs = append(probs, err.Error())
-		}
-		if t.Ref.Role == arch.TokenEmbd {
-			embdRaw = rt
-		}
-	}
-	if len(probs) == 0 && s.Tied {
-		if err := m.placeMatrix(string(arch.TokenEmbd), embdRaw, opts.Mode, src); err != nil {
+		if err := m.place(name, reads[name], rt, opts.Mode, src); err != nil {
 			probs = append(probs, err.Error())
 		}
 	}
@@ -148,7 +142,6 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 		factors = arch.RopeFreqFactors(s)
 	}
 	m.rope = newRope(s, src.family.RopeLayout(src.format), factors)
-	m.graph = arch.ModelGraph(s)
 	if src.mask != 0 {
 		m.graph.Mask = src.mask
 	}
@@ -188,23 +181,55 @@ func sameShape(a, b []int) bool {
 	return true
 }
 
-// place stores one checked tensor in the model.
-func (m *Model) place(ref arch.TensorRef, rt rawTensor, mode kernels.ActMode, src *source) error {
+// tensorUse is how the graph's nodes read a tensor (a set: a tied embedding is also the
+// output's matrix).
+type tensorUse uint8
+
+const (
+	useEmbed  tensorUse = 1 << iota // an embed node's rows
+	useMatrix                       // a linear node's weight
+	useVector                       // an rms_norm node's weight, a linear node's bias
+)
+
+// graphReads maps every tensor the nodes of g read (GGUF name) to how they read it.
+func graphReads(g *arch.Graph) map[string]tensorUse {
+	reads := map[string]tensorUse{}
+	for _, n := range g.Nodes {
+		switch n.Op {
+		case arch.OpEmbed:
+			reads[n.Weight] |= useEmbed
+		case arch.OpLinear:
+			reads[n.Weight] |= useMatrix
+			if n.Bias != "" {
+				reads[n.Bias] |= useVector
+			}
+		case arch.OpRMSNorm:
+			reads[n.Weight] |= useVector
+		}
+	}
+	return reads
+}
+
+// place stores one checked tensor in the model, in each form the graph reads it in (use).
+func (m *Model) place(name string, use tensorUse, rt rawTensor, mode kernels.ActMode, src *source) error {
+	if use == 0 {
+		return fmt.Errorf("%s: unexpected tensor", rt.name)
+	}
 	var err error
-	name := ref.GGUFName()
-	switch {
-	case ref.Role == arch.TokenEmbd:
-		m.embd, err = newEmbedding(rt)
-		return err
-	case ref.Role == arch.Output || ref.Role.IsLinear():
-		return m.placeMatrix(name, rt, mode, src)
+	if use&useEmbed != 0 {
+		if m.embd, err = newEmbedding(rt); err != nil {
+			return err
+		}
 	}
-	switch ref.Role {
-	case arch.OutputNorm, arch.AttnNorm, arch.FFNNorm, arch.AttnQBias, arch.AttnKBias, arch.AttnVBias, arch.AttnQNorm, arch.AttnKNorm:
+	if use&useMatrix != 0 {
+		if err := m.placeMatrix(name, rt, mode, src); err != nil {
+			return err
+		}
+	}
+	if use&useVector != 0 {
 		m.vecs[name], err = decodeVector(rt)
-		return err
 	}
-	return fmt.Errorf("%s: unexpected tensor", rt.name)
+	return err
 }
 
 // placeMatrix stores a weight matrix: the source's own matrix when it makes one (gqf's packed
@@ -283,10 +308,10 @@ func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
 // Vocab returns the number of logits per position.
 func (m *Model) Vocab() int { return m.plan.output.n.Dim }
 
-// Encodings returns how many activation encodings of a gqf file the model applies (every one
-// the file carries: Load refuses a file with encodings it cannot place) and how many the file
-// has; 0, 0 for other models.
-func (m *Model) Encodings() (placed, total int) { return m.encPlaced, m.encTotal }
+// Encodings returns how many activation encodings of a gqf file the model applies and how many
+// the file has: the same number, since Load refuses a file with encodings it cannot place;
+// 0, 0 for other models.
+func (m *Model) Encodings() (placed, total int) { return m.encTotal, m.encTotal }
 
 // Graph returns the model's graph (do not modify).
 func (m *Model) Graph() *arch.Graph { return m.graph }

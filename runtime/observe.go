@@ -17,8 +17,13 @@ import (
 // with the scores over every position of the KV cache, the new tokens' later positions
 // included under the graph's mask, and swiglu as gate·sigmoid(gate)·up. Otherwise those
 // points are computed on the side, for the hook only, and the value as on the fast path:
-// observing hooks change no result. rope's primitive form gives the fast path's bits, so it
-// is used in both cases.
+// observing hooks change no result. A linear's NAME_fc and rope's terms are the exceptions:
+// the value is computed from them in any case (the bias added to NAME_fc; rope's primitive
+// form gives the fast path's bits), so that a hook's changes to them flow on. rope takes its
+// primitive form only when a term is observed or encoded, and runs rope.apply otherwise.
+//
+// embed, rms_norm, add, rope without its terms and a linear's bias run the node's own row op
+// (execNode.self, rowops.go), its value's encoding left to point.
 
 // point quantizes point k of en (x: nTok rows) with its encoding and hands it to the hook.
 func (m *Model) point(en *execNode, k int, x []float32, nTok int) {
@@ -30,6 +35,9 @@ func (m *Model) point(en *execNode, k int, x []float32, nTok int) {
 	}
 }
 
+// uses reports whether point k of en is encoded or observed.
+func (en *execNode) uses(k int) bool { return en.quant[k] != nil || en.observed[k] }
+
 // runNode runs one node over tokens [t0, t1).
 func (m *Model) runNode(st *State, en *execNode, tokens []int, t0, t1 int) {
 	n := en.n
@@ -37,32 +45,22 @@ func (m *Model) runNode(st *State, en *execNode, tokens []int, t0, t1 int) {
 	y := st.rows(en.out, t0, t1)
 	last := len(en.points) - 1
 	switch n.Op {
-	case arch.OpEmbed:
-		for t := t0; t < t1; t++ {
-			m.embd.row(st.row(en.out, t), tokens[t])
-		}
-	case arch.OpRMSNorm:
-		x := st.rows(en.in[0], t0, t1)
-		dim, rows := n.Dim, nt
-		if n.Heads > 0 {
-			dim, rows = n.Dim/n.Heads, nt*n.Heads
-		}
-		rmsNorm(y, x, en.vec, rows, dim, m.spec.RMSEps)
+	case arch.OpEmbed, arch.OpRMSNorm, arch.OpAdd:
+		m.runRows(st, &en.self, tokens, t0, t1)
 	case arch.OpLinear:
-		m.linear(st, st.rows(en.in[0], t0, t1), nt, out{y, en.w, en.inputName()})
+		m.linear(st, st.rows(en.in[0], t0, t1), nt, out{y, en.w, en.inputName(), en.dynX})
 		if en.bias != nil {
 			m.point(en, 0, y, nt)
-			addBias(y, en.bias, nt)
+			m.runRows(st, &en.self, tokens, t0, t1)
 		}
 	case arch.OpRope:
-		m.ropeNode(st, en, y, t0, t1)
+		if en.uses(0) || en.uses(1) {
+			m.ropeNode(st, en, y, t0, t1)
+		} else {
+			m.runRows(st, &en.self, tokens, t0, t1)
+		}
 	case arch.OpAttention:
 		m.attentionNode(st, en, t1)
-	case arch.OpAdd:
-		if a := st.rows(en.in[0], t0, t1); &a[0] != &y[0] {
-			copy(y, a)
-		}
-		kernels.Add(y, st.rows(en.in[1], t0, t1))
 	case arch.OpSwiGLU:
 		m.swigluNode(st, en, y, t0, t1)
 	}
@@ -70,7 +68,7 @@ func (m *Model) runNode(st *State, en *execNode, tokens []int, t0, t1 int) {
 }
 
 // ropeNode is rope in its primitive form: c = x·cos and s = rotate_half(x)·sin± (points 0
-// and 1), then x = c + s (the fast path's rope.apply, term by term).
+// and 1, rope.terms), then x = c + s (rope.apply's bits).
 func (m *Model) ropeNode(st *State, en *execNode, y []float32, t0, t1 int) {
 	x := st.rows(en.in[0], t0, t1)
 	dim, heads := en.n.Dim, en.n.Heads
@@ -78,26 +76,9 @@ func (m *Model) ropeNode(st *State, en *execNode, y []float32, t0, t1 int) {
 	st.side = grow(st.side, nt*dim)
 	st.side2 = grow(st.side2, nt*dim)
 	c, s := st.side, st.side2
-	h2 := m.rope.half
-	hd := 2 * h2
-	inter := m.rope.layout == arch.RopeInterleaved
 	for t := 0; t < nt; t++ {
-		cos, sin := st.ropeCos(t0+t), st.ropeSin(t0+t)
-		for h := 0; h < heads; h++ {
-			o := t*dim + h*hd
-			v, cv, sv := x[o:o+hd], c[o:o+hd], s[o:o+hd]
-			for i := 0; i < h2; i++ {
-				if inter {
-					a, b := v[2*i], v[2*i+1]
-					cv[2*i], cv[2*i+1] = float32(a*cos[i]), float32(b*cos[i])
-					sv[2*i], sv[2*i+1] = float32(b*-sin[i]), float32(a*sin[i])
-					continue
-				}
-				a, b := v[i], v[i+h2]
-				cv[i], cv[i+h2] = float32(a*cos[i]), float32(b*cos[i])
-				sv[i], sv[i+h2] = float32(b*-sin[i]), float32(a*sin[i])
-			}
-		}
+		o := t * dim
+		m.rope.terms(c[o:o+dim], s[o:o+dim], x[o:o+dim], heads, st.ropeCos(t0+t), st.ropeSin(t0+t))
 	}
 	m.point(en, 0, c, nt)
 	m.point(en, 1, s, nt)

@@ -44,7 +44,7 @@ const (
 // step is one unit of execution.
 type step struct {
 	kind  stepKind
-	rows  []rowOp   // stepRows
+	rows  rowOps    // stepRows
 	lin   []linOut  // stepLinear: the products, all reading in
 	in    value     // stepLinear: the input
 	node  *execNode // stepAttention, stepNode
@@ -57,6 +57,7 @@ type linOut struct {
 	out    value
 	w      *kernels.Matrix
 	weight string // GGUF name, for LinearInput
+	dynX   bool   // the input is quantized per token for w (execNode.dynX)
 }
 
 // execNode is a graph node bound to its weights and buffers.
@@ -68,6 +69,12 @@ type execNode struct {
 	vec    []float32       // rms_norm weight
 	bias   []float32       // linear
 	points []string        // n.Points()
+	// dynX reports, for a linear node, that its input is quantized with the file's run-time
+	// encoding of linear inputs before the product (w's kernels do not do it themselves).
+	dynX bool
+	// self is the node's own row op without its value's encoding, for a node step
+	// (runNode): embed, rms_norm, rope, add, and the bias of a linear node that has one.
+	self rowOps
 	// quant holds the static encoding of each point (nil: float), from a gqf file.
 	quant []*qdq
 	// observed marks the points handed to Hooks.Activation; observe is set when any is.
@@ -181,6 +188,7 @@ func (m *Model) compile(g *arch.Graph, observed, modifies func(string) bool, qua
 				en.internal = true
 			}
 		}
+		en.self = selfOp(en)
 		p.nodes = append(p.nodes, en)
 		if n.Name == g.Output {
 			p.output = en
@@ -197,6 +205,22 @@ func abs(x int) int {
 	return x
 }
 
+// selfOp makes a node's own row op, without its value's encoding (runNode applies the
+// encodings of the points).
+func selfOp(en *execNode) rowOps {
+	switch en.n.Op {
+	case arch.OpLinear:
+		if en.bias != nil {
+			return newRowOps([]rowOp{{kind: opBias, node: en, out: en.out}})
+		}
+	case arch.OpEmbed, arch.OpRMSNorm, arch.OpRope, arch.OpAdd:
+		op := newRowOp(en)
+		op.q = nil
+		return newRowOps([]rowOp{op})
+	}
+	return rowOps{}
+}
+
 // bind attaches a node's weights.
 func (m *Model) bind(en *execNode) error {
 	n := en.n
@@ -209,6 +233,7 @@ func (m *Model) bind(en *execNode) error {
 		if en.w.Rows != n.Dim {
 			return fmt.Errorf("graph: node %s: weight %s has %d rows, the node %d values", n.Name, n.Weight, en.w.Rows, n.Dim)
 		}
+		en.dynX = m.dyn != nil && !m.dynInKernel[en.w]
 		if n.Bias != "" {
 			if en.bias = m.vecs[n.Bias]; len(en.bias) != n.Dim {
 				return fmt.Errorf("graph: node %s: bias %s: %d values, want %d", n.Name, n.Bias, len(en.bias), n.Dim)
@@ -259,7 +284,7 @@ func schedule(nodes []*execNode) []step {
 	rowsTail := false
 	flush := func() {
 		if len(rows) > 0 {
-			steps = append(steps, step{kind: stepRows, rows: rows, tail: rowsTail})
+			steps = append(steps, step{kind: stepRows, rows: newRowOps(rows), tail: rowsTail})
 			rows = nil
 		}
 	}
@@ -276,7 +301,7 @@ func schedule(nodes []*execNode) []step {
 				if e.n.Op != arch.OpLinear || e.observe || e.internal || e.n.Inputs[0] != n.Inputs[0] || e.n.Tail != n.Tail {
 					break
 				}
-				st.lin = append(st.lin, linOut{out: e.out, w: e.w, weight: e.inputName()})
+				st.lin = append(st.lin, linOut{out: e.out, w: e.w, weight: e.inputName(), dynX: e.dynX})
 				if e.bias != nil || e.quant[len(e.quant)-1] != nil {
 					biases = append(biases, rowOp{kind: opBias, node: e, out: e.out, q: e.quant[len(e.quant)-1]})
 				}

@@ -1,10 +1,6 @@
 package runtime
 
-import (
-	"math"
-
-	"github.com/gquant/gquant/runtime/arch"
-)
+import "github.com/gquant/gquant/runtime/arch"
 
 // rope applies rotary position embeddings to heads of headDim values.
 type rope struct {
@@ -19,20 +15,8 @@ func newRope(s *arch.Spec, layout arch.RopeLayout, factors []float32) *rope {
 	return &rope{layout: layout, half: s.HeadDim / 2, invFreq: arch.RopeInvFreq(s, factors)}
 }
 
-// tables fills cos and sin (n×half each) for positions pos0 … pos0+n−1.
-func (r *rope) tables(cos, sin []float32, pos0, n int) {
-	for t := 0; t < n; t++ {
-		c, s := cos[t*r.half:(t+1)*r.half], sin[t*r.half:(t+1)*r.half]
-		for i, f := range r.invFreq {
-			a := arch.RopeAngle(pos0+t, f)
-			c[i] = float32(math.Cos(a))
-			s[i] = float32(math.Sin(a))
-		}
-	}
-}
-
 // apply rotates the heads of one token's vector x (nHeads·headDim values) by the angles of
-// its position (cos, sin: half values each).
+// its position (cos, sin: half values each, arch.RopeTables).
 func (r *rope) apply(x []float32, nHeads int, cos, sin []float32) {
 	h2 := r.half
 	hd := 2 * h2
@@ -50,6 +34,32 @@ func (r *rope) apply(x []float32, nHeads int, cos, sin []float32) {
 			a, b := v[i], v[i+h2]
 			v[i] = float32(a*cos[i]) - float32(b*sin[i])
 			v[i+h2] = float32(b*cos[i]) + float32(a*sin[i])
+		}
+	}
+}
+
+// terms computes apply's rotation term by term, as the primitive graph does, for one token's
+// vector x: c = x·cos and s = rotate_half(x)·sin± (the first half of sin negated). c + s is
+// apply's result bit for bit: a·cos − b·sin is a·cos + b·(−sin), the product rounding
+// symmetrically.
+func (r *rope) terms(c, s, x []float32, nHeads int, cos, sin []float32) {
+	h2 := r.half
+	hd := 2 * h2
+	for h := 0; h < nHeads; h++ {
+		o := h * hd
+		v, cv, sv := x[o:o+hd], c[o:o+hd], s[o:o+hd]
+		if r.layout == arch.RopeInterleaved {
+			for i := 0; i < h2; i++ {
+				a, b := v[2*i], v[2*i+1]
+				cv[2*i], cv[2*i+1] = float32(a*cos[i]), float32(b*cos[i])
+				sv[2*i], sv[2*i+1] = float32(b*-sin[i]), float32(a*sin[i])
+			}
+			continue
+		}
+		for i := 0; i < h2; i++ {
+			a, b := v[i], v[i+h2]
+			cv[i], cv[i+h2] = float32(a*cos[i]), float32(b*cos[i])
+			sv[i], sv[i+h2] = float32(b*-sin[i]), float32(a*sin[i])
 		}
 	}
 }

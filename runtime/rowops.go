@@ -8,7 +8,8 @@ import (
 
 // Row ops: the row-wise nodes of a row step, done token by token. Each worker of the step's
 // pool job runs every op of the step, in order, for its own tokens: an op reads and writes
-// row t of its buffers only, so the fusion changes no result.
+// row t of its buffers only, so the fusion changes no result. A node step runs its node's own
+// row op the same way (execNode.self).
 
 // rowKind is what a row op does.
 type rowKind uint8
@@ -54,6 +55,21 @@ func newRowOp(en *execNode) rowOp {
 	return op
 }
 
+// rowOps is a row step's ops with its chunk of tokens: some 16k values of the widest row
+// touched, so that a few tokens stay on one thread.
+type rowOps struct {
+	ops   []rowOp
+	grain int
+}
+
+func newRowOps(ops []rowOp) rowOps {
+	w := 1
+	for _, op := range ops {
+		w = max(w, op.out.dim)
+	}
+	return rowOps{ops: ops, grain: max(1, (1<<14)/w)}
+}
+
 // rowJob is the pool job of a row step (in the State, its function value made once).
 type rowJob struct {
 	st     *State
@@ -61,23 +77,16 @@ type rowJob struct {
 	tokens []int
 }
 
-// runRows runs a row step over tokens [t0, t1) of the evaluation.
-func (m *Model) runRows(st *State, ops []rowOp, tokens []int, t0, t1 int) {
-	st.rj = rowJob{st: st, ops: ops, tokens: tokens}
-	// Chunks of tokens worth some 16k values of the widest row touched, so that a few tokens
-	// stay on one thread.
-	w := 1
-	for _, op := range ops {
-		w = max(w, op.out.dim)
-	}
-	grain := max(1, (1<<14)/w)
+// runRows runs row ops over tokens [t0, t1) of the evaluation.
+func (m *Model) runRows(st *State, r *rowOps, tokens []int, t0, t1 int) {
+	st.rj = rowJob{st: st, ops: r.ops, tokens: tokens}
 	n := t1 - t0
-	if n <= grain || m.pool.Workers() == 1 {
+	if n <= r.grain || m.pool.Workers() == 1 {
 		st.rj.run(0, t0, t1)
 		return
 	}
 	st.rowOff = t0
-	m.pool.Run(n, grain, st.rjRun)
+	m.pool.Run(n, r.grain, st.rjRun)
 }
 
 // runOffset is rowJob.run shifted by the step's first token (pool jobs count from 0).
@@ -132,6 +141,11 @@ func (j *rowJob) run(_, lo, hi int) {
 
 // qdq is a point's static encoding (a gqf activation encoding): the values are quantized and
 // dequantized in place as they are produced.
-type qdq struct{ e *gqf.Encoding }
+type qdq struct {
+	e *gqf.Encoding
+	q gqf.Quantizer // e's constants, computed once
+}
 
-func (q *qdq) apply(x []float32) { gqf.QDQ(q.e, x) }
+func newQDQ(e *gqf.Encoding) *qdq { return &qdq{e: e, q: gqf.NewQuantizer(e)} }
+
+func (q *qdq) apply(x []float32) { q.q.QDQ(x) }

@@ -12,67 +12,28 @@ import (
 // Decode returns the values of a tensor of f as float32, row-major. Quantized values are
 // (q + offset)·scale in float32 with QNN's offset, computed as float32(float32(q − z)·s)
 // where z = −offset is the zero point; an LPBQ block's scale is float32(c·k) for channel
-// scale c and block int scale k.
+// scale c and block int scale k (LPBQScales).
 func (f *File) Decode(t *Tensor) ([]float32, error) {
 	n, err := elements(t.Shape)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", t.Name, err)
 	}
-	e := t.Encoding
 	out := make([]float32, n)
-	data := f.Bytes(t.Data)
-	if e.Granularity == Granularity_FLOAT {
-		switch e.Dtype {
-		case DataType_F32:
-			for i := range out {
-				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-			}
-		case DataType_F16:
-			for i := range out {
-				out[i] = half.F16ToF32(binary.LittleEndian.Uint16(data[2*i:]))
-			}
-		case DataType_BF16:
-			for i := range out {
-				out[i] = half.BF16ToF32(binary.LittleEndian.Uint16(data[2*i:]))
-			}
-		default:
-			return nil, fmt.Errorf("%s: dtype %v is not a float type", t.Name, e.Dtype)
-		}
-		return out, nil
-	}
-	codes := f.Codes(t)
-	scales, zeros := f.Scales(t), f.Zeros(t)
-	cols := int(t.Shape[len(t.Shape)-1])
-	switch e.Granularity {
-	case Granularity_PER_TENSOR:
-		s, z := e.Scale[0], -e.Offset[0]
-		for i, q := range codes {
-			out[i] = float32(float32(q-z) * s)
-		}
-	case Granularity_PER_CHANNEL, Granularity_PER_BLOCK:
-		bs := cols
-		if e.Granularity == Granularity_PER_BLOCK {
-			bs = int(e.BlockSize)
-		}
-		for i, q := range codes {
-			g := i / bs // blocks never cross rows: bs divides cols
-			var z int32
-			if zeros != nil {
-				z = zeros[g]
-			}
-			out[i] = float32(float32(q-z) * scales[g])
-		}
-	case Granularity_LPBQ:
-		bs := int(e.BlockSize)
-		k := f.Bytes(t.BlockScales)
-		for i, q := range codes {
-			s := float32(scales[i/cols] * float32(k[i/bs]))
-			out[i] = float32(float32(q) * s)
-		}
-	default:
-		return nil, fmt.Errorf("%s: granularity %v is unknown", t.Name, e.Granularity)
+	rows, _ := rowsCols(t.Shape, int(n))
+	if err := f.DecodeRows(t, 0, rows, out); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// rowsCols splits n elements of shape into rows of the last dimension; a vector (or a
+// scalar) is rows of one element.
+func rowsCols(shape []int64, n int) (rows, cols int) {
+	if len(shape) <= 1 {
+		return n, 1
+	}
+	cols = int(shape[len(shape)-1])
+	return n / cols, cols
 }
 
 // DecodeRows writes rows [r0, r1) of a matrix (or, for a vector, elements [r0, r1)) of f as
@@ -82,11 +43,7 @@ func (f *File) DecodeRows(t *Tensor, r0, r1 int, dst []float32) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v", t.Name, err)
 	}
-	cols := int(t.Shape[len(t.Shape)-1])
-	rows := int(n) / cols
-	if len(t.Shape) == 1 {
-		rows, cols = int(n), 1
-	}
+	rows, cols := rowsCols(t.Shape, int(n))
 	if r0 < 0 || r1 > rows || r0 > r1 || len(dst) < (r1-r0)*cols {
 		return fmt.Errorf("%s: rows [%d, %d) of %d into %d values", t.Name, r0, r1, rows, len(dst))
 	}
@@ -113,66 +70,103 @@ func (f *File) DecodeRows(t *Tensor, r0, r1 int, dst []float32) error {
 		}
 		return nil
 	}
-	code := func(i int) int32 {
-		switch e.Dtype {
-		case DataType_INT4:
-			return int32(int8(data[i/2]>>(4*(i%2))<<4) >> 4)
-		case DataType_UINT4:
-			return int32(data[i/2] >> (4 * (i % 2)) & 0xF)
-		case DataType_INT8:
-			return int32(int8(data[i]))
-		case DataType_UINT8:
-			return int32(data[i])
-		case DataType_INT16:
-			return int32(int16(binary.LittleEndian.Uint16(data[2*i:])))
-		default: // UINT16
-			return int32(binary.LittleEndian.Uint16(data[2*i:]))
-		}
+	if !e.Dtype.IsCode() {
+		return fmt.Errorf("%s: dtype %v is not an integer code type", t.Name, e.Dtype)
 	}
-	scale := func(g int) float32 {
-		b := f.Bytes(t.Scales)
-		if e.ScaleType == DataType_F16 {
-			return half.F16ToF32(binary.LittleEndian.Uint16(b[2*g:]))
-		}
-		return math.Float32frombits(binary.LittleEndian.Uint32(b[4*g:]))
-	}
-	zero := func(g int) int32 {
-		b := f.Bytes(t.Zeros)
-		if b == nil {
-			return 0
-		}
-		if e.ZeroType == DataType_UINT16 {
-			return int32(binary.LittleEndian.Uint16(b[2*g:]))
-		}
-		return int32(b[g])
-	}
+	// The codes first, exact in float32 (at most 16 bits), then the scales: group by group of
+	// bs elements for the grouped granularities (matrices, whose groups never cross rows: bs
+	// divides cols).
+	codesInto(out, data, lo, e.Dtype)
 	switch e.Granularity {
 	case Granularity_PER_TENSOR:
 		s, z := e.Scale[0], -e.Offset[0]
-		for i := range out {
-			out[i] = float32(float32(code(lo+i)-z) * s)
+		for i, q := range out {
+			out[i] = float32(float32(int32(q)-z) * s)
 		}
 	case Granularity_PER_CHANNEL, Granularity_PER_BLOCK:
 		bs := cols
 		if e.Granularity == Granularity_PER_BLOCK {
 			bs = int(e.BlockSize)
 		}
-		for i := range out {
-			g := (lo + i) / bs
-			out[i] = float32(float32(code(lo+i)-zero(g)) * scale(g))
+		sb, zb := f.Bytes(t.Scales), f.Bytes(t.Zeros)
+		for g := lo / bs; g < hi/bs; g++ {
+			s, z := scaleAt(sb, g, e.ScaleType), zeroAt(zb, g, e.ZeroType)
+			x := out[g*bs-lo : (g+1)*bs-lo]
+			for i, q := range x {
+				x[i] = float32(float32(int32(q)-z) * s)
+			}
 		}
 	case Granularity_LPBQ:
 		bs := int(e.BlockSize)
-		k := f.Bytes(t.BlockScales)
-		for i := range out {
-			s := float32(scale((lo+i)/cols) * float32(k[(lo+i)/bs]))
-			out[i] = float32(float32(code(lo+i)) * s)
+		sb, k := f.Bytes(t.Scales), f.Bytes(t.BlockScales)
+		for b := lo / bs; b < hi/bs; b++ {
+			s := lpbqScale(scaleAt(sb, b*bs/cols, e.ScaleType), k[b])
+			x := out[b*bs-lo : (b+1)*bs-lo]
+			for i, q := range x {
+				x[i] = float32(q * s)
+			}
 		}
 	default:
 		return fmt.Errorf("%s: granularity %v is unknown", t.Name, e.Granularity)
 	}
 	return nil
 }
+
+// codesInto writes the codes of elements [lo, lo+len(dst)) of data, stored as dt (an integer
+// code type), into dst, signed or not as dt says.
+func codesInto[T int32 | float32](dst []T, data []byte, lo int, dt DataType) {
+	switch dt {
+	case DataType_INT4:
+		for i := range dst {
+			j := lo + i
+			dst[i] = T(int8(data[j/2]>>(4*(j%2))<<4) >> 4)
+		}
+	case DataType_UINT4:
+		for i := range dst {
+			j := lo + i
+			dst[i] = T(data[j/2] >> (4 * (j % 2)) & 0xF)
+		}
+	case DataType_INT8:
+		for i := range dst {
+			dst[i] = T(int8(data[lo+i]))
+		}
+	case DataType_UINT8:
+		for i := range dst {
+			dst[i] = T(data[lo+i])
+		}
+	case DataType_INT16:
+		for i := range dst {
+			dst[i] = T(int16(binary.LittleEndian.Uint16(data[2*(lo+i):])))
+		}
+	case DataType_UINT16:
+		for i := range dst {
+			dst[i] = T(binary.LittleEndian.Uint16(data[2*(lo+i):]))
+		}
+	}
+}
+
+// scaleAt is stored scale g of b (F16 or F32 as st says).
+func scaleAt(b []byte, g int, st DataType) float32 {
+	if st == DataType_F16 {
+		return half.F16ToF32(binary.LittleEndian.Uint16(b[2*g:]))
+	}
+	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*g:]))
+}
+
+// zeroAt is stored zero point g of b (UINT16 or UINT8 as zt says; 0 when b is nil: symmetric).
+func zeroAt(b []byte, g int, zt DataType) int32 {
+	switch {
+	case b == nil:
+		return 0
+	case zt == DataType_UINT16:
+		return int32(binary.LittleEndian.Uint16(b[2*g:]))
+	}
+	return int32(b[g])
+}
+
+// lpbqScale is the scale of an LPBQ block: float32(c·k) for channel scale c and the block's
+// integer scale k.
+func lpbqScale(c float32, k uint8) float32 { return float32(c * float32(k)) }
 
 // Codes returns the integer codes of a quantized tensor, one per element, signed or not as
 // its dtype says (nil for a float tensor).
@@ -182,34 +176,8 @@ func (f *File) Codes(t *Tensor) []int32 {
 		return nil
 	}
 	data := f.Bytes(t.Data)
-	n := len(data) * 8 / e.Dtype.Bits()
-	out := make([]int32, n)
-	switch e.Dtype {
-	case DataType_INT4:
-		for i := range out {
-			out[i] = int32(int8(data[i/2]>>(4*(i%2))<<4) >> 4)
-		}
-	case DataType_UINT4:
-		for i := range out {
-			out[i] = int32(data[i/2] >> (4 * (i % 2)) & 0xF)
-		}
-	case DataType_INT8:
-		for i := range out {
-			out[i] = int32(int8(data[i]))
-		}
-	case DataType_UINT8:
-		for i := range out {
-			out[i] = int32(data[i])
-		}
-	case DataType_INT16:
-		for i := range out {
-			out[i] = int32(int16(binary.LittleEndian.Uint16(data[2*i:])))
-		}
-	case DataType_UINT16:
-		for i := range out {
-			out[i] = int32(binary.LittleEndian.Uint16(data[2*i:]))
-		}
-	}
+	out := make([]int32, len(data)*8/e.Dtype.Bits())
+	codesInto(out, data, 0, e.Dtype)
 	return out
 }
 
@@ -220,16 +188,13 @@ func (f *File) Scales(t *Tensor) []float32 {
 	if b == nil {
 		return nil
 	}
+	n := len(b) / 4
 	if t.Encoding.ScaleType == DataType_F16 {
-		out := make([]float32, len(b)/2)
-		for i := range out {
-			out[i] = half.F16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
-		}
-		return out
+		n = len(b) / 2
 	}
-	out := make([]float32, len(b)/4)
+	out := make([]float32, n)
 	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		out[i] = scaleAt(b, i, t.Encoding.ScaleType)
 	}
 	return out
 }
@@ -241,16 +206,13 @@ func (f *File) Zeros(t *Tensor) []int32 {
 	if b == nil {
 		return nil
 	}
+	n := len(b)
 	if t.Encoding.ZeroType == DataType_UINT16 {
-		out := make([]int32, len(b)/2)
-		for i := range out {
-			out[i] = int32(binary.LittleEndian.Uint16(b[2*i:]))
-		}
-		return out
+		n = len(b) / 2
 	}
-	out := make([]int32, len(b))
-	for i, v := range b {
-		out[i] = int32(v)
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = zeroAt(b, i, t.Encoding.ZeroType)
 	}
 	return out
 }
@@ -258,11 +220,39 @@ func (f *File) Zeros(t *Tensor) []int32 {
 // BlockScales returns the LPBQ per-block integer scales (nil for other encodings).
 func (f *File) BlockScales(t *Tensor) []uint8 { return f.Bytes(t.BlockScales) }
 
+// LPBQScales returns the scales of an LPBQ tensor's blocks, row by row: float32(c·k) for the
+// row's channel scale c and the block's integer scale k (nil for other encodings).
+func (f *File) LPBQScales(t *Tensor) []float32 {
+	if t.Encoding.Granularity != Granularity_LPBQ || len(t.Shape) != 2 {
+		return nil
+	}
+	k, sb := f.Bytes(t.BlockScales), f.Bytes(t.Scales)
+	nb := int(t.Shape[1]) / int(t.Encoding.BlockSize)
+	out := make([]float32, len(k))
+	for b := range out {
+		out[b] = lpbqScale(scaleAt(sb, b/nb, t.Encoding.ScaleType), k[b])
+	}
+	return out
+}
+
 // QDQ quantizes x in place to a per-tensor encoding and dequantizes it back, as ONNX's
 // QuantizeLinear then DequantizeLinear do with zero point −offset: q = clamp(round(x/scale)
 // − offset) (half to even), x = (q + offset)·scale, all in float32. The encoding must have
 // passed validation (Parse or CheckActivation).
 func QDQ(e *Encoding, x []float32) {
+	q := NewQuantizer(e)
+	q.QDQ(x)
+}
+
+// Quantizer is QDQ for one encoding, with the encoding's code range, scale and offset taken
+// once.
+type Quantizer struct {
+	s             float32
+	off, flo, fhi float64
+}
+
+// NewQuantizer takes the constants of a per-tensor encoding (validated as for QDQ).
+func NewQuantizer(e *Encoding) Quantizer {
 	lo, hi := e.Dtype.CodeRange()
 	if e.Bits < uint32(e.Dtype.Bits()) {
 		if e.Dtype.Signed() {
@@ -271,8 +261,12 @@ func QDQ(e *Encoding, x []float32) {
 			hi = 1<<e.Bits - 1
 		}
 	}
-	s, off := e.Scale[0], float64(e.Offset[0])
-	flo, fhi := float64(lo), float64(hi)
+	return Quantizer{s: e.Scale[0], off: float64(e.Offset[0]), flo: float64(lo), fhi: float64(hi)}
+}
+
+// QDQ quantizes x in place and dequantizes it back (see the function QDQ).
+func (qz *Quantizer) QDQ(x []float32) {
+	s, off, flo, fhi := qz.s, qz.off, qz.flo, qz.fhi
 	for i, v := range x {
 		q := math.RoundToEven(float64(v/s)) - off
 		if q < flo {

@@ -389,6 +389,41 @@ func TestDecodeRows(t *testing.T) {
 	}
 }
 
+// A scalar (shape []) decodes as a vector of one element, float or quantized, by Decode and
+// DecodeRows.
+func TestDecodeScalar(t *testing.T) {
+	m := &Manifest{Scheme: "w8a16", Config: &ModelConfig{ConfigJson: []byte(`{}`)}}
+	b := NewBuilder(m)
+	f32 := make([]byte, 4)
+	binary.LittleEndian.PutUint32(f32, math.Float32bits(-1.5))
+	b.AddTensor(&Tensor{Name: "f", Shape: []int64{},
+		Encoding: &Encoding{Dtype: DataType_F32, Bits: 32, Granularity: Granularity_FLOAT}}, f32, nil, nil, nil)
+	e := RangeEncoding(-1, 2, 8)
+	b.AddTensor(&Tensor{Name: "q", Shape: []int64{}, Encoding: e}, []byte{200}, nil, nil, nil)
+	raw, err := b.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse("s.gqf", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float32{"f": -1.5, "q": float32(float32(200+e.Offset[0]) * e.Scale[0])}
+	for _, tt := range f.Manifest.Tensors {
+		all, err := f.Decode(tt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := make([]float32, 1)
+		if err := f.DecodeRows(tt, 0, 1, row); err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != 1 || all[0] != want[tt.Name] || row[0] != want[tt.Name] {
+			t.Errorf("%s: Decode %v, DecodeRows %v, want %g", tt.Name, all, row, want[tt.Name])
+		}
+	}
+}
+
 // A version 1 file (manifest first, data section at the next page boundary after it) still
 // parses, with the same tensors.
 func TestVersion1(t *testing.T) {

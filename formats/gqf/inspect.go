@@ -89,7 +89,7 @@ func (f *File) Report() *Report {
 	}
 	for _, t := range m.Tensors {
 		var size uint64
-		for _, b := range []*Buffer{t.Data, t.Scales, t.Zeros, t.BlockScales} {
+		for _, b := range t.Buffers() {
 			size += b.GetSize()
 		}
 		n, _ := elements(t.Shape)

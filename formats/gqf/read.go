@@ -137,6 +137,9 @@ func (f *File) Tensor(name string) (*Tensor, bool) {
 	return t, ok
 }
 
+// Buffers returns a tensor's buffers: data, scales, zeros and block scales (nil when absent).
+func (t *Tensor) Buffers() [4]*Buffer { return [4]*Buffer{t.Data, t.Scales, t.Zeros, t.BlockScales} }
+
 // Release tells the system that the mapped bytes of t are no longer needed in memory (the
 // runtime copied them into its kernels' layout): their pages leave the process's resident
 // set and are read from the file again if touched.
@@ -144,7 +147,7 @@ func (f *File) Release(t *Tensor) {
 	if f.unmap == nil {
 		return // parsed from memory: nothing mapped
 	}
-	for _, b := range []*Buffer{t.Data, t.Scales, t.Zeros, t.BlockScales} {
+	for _, b := range t.Buffers() {
 		release(f.Bytes(b))
 	}
 }

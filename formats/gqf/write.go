@@ -173,8 +173,9 @@ func NewBuilder(m *Manifest) *Builder { return &Builder{l: NewLayout(m)} }
 // AddTensor appends t with its buffers (nil when absent); the slices are kept until Bytes.
 func (b *Builder) AddTensor(t *Tensor, data, scales, zeros, blockScales []byte) {
 	b.l.Place(t, uint64(len(data)), uint64(len(scales)), uint64(len(zeros)), uint64(len(blockScales)))
+	bufs := t.Buffers()
 	for i, d := range [][]byte{data, scales, zeros, blockScales} {
-		if buf := []*Buffer{t.Data, t.Scales, t.Zeros, t.BlockScales}[i]; buf != nil {
+		if buf := bufs[i]; buf != nil {
 			b.chunks = append(b.chunks, chunk{buf.Offset, d})
 		}
 	}

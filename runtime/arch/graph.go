@@ -165,13 +165,21 @@ func (g *Graph) Points() []string {
 	return out
 }
 
-// LinearInputs lists the values that are inputs of linear nodes, by the weight they meet.
-func (g *Graph) LinearInputs() map[string]string {
+// SharedInputs maps the weight of each linear node that reads the input of an earlier linear
+// node to the first such node's weight (k and v to q, up to gate); weights whose node is the
+// first to read its input are not in the map.
+func (g *Graph) SharedInputs() map[string]string {
 	out := map[string]string{}
+	first := map[string]string{} // input value -> weight of its first linear node
 	for _, n := range g.Nodes {
-		if n.Op == OpLinear {
-			out[n.Weight] = n.Inputs[0]
+		if n.Op != OpLinear {
+			continue
 		}
+		if w, ok := first[n.Inputs[0]]; ok {
+			out[n.Weight] = w
+			continue
+		}
+		first[n.Inputs[0]] = n.Weight
 	}
 	return out
 }
@@ -249,6 +257,21 @@ func RopeInvFreq(s *Spec, factors []float32) []float32 {
 // RopeAngle is the angle of pair i at position pos, rounded to float32 as transformers
 // computes it (position·inv_freq in float32).
 func RopeAngle(pos int, invFreq float32) float64 { return float64(float32(pos) * invFreq) }
+
+// RopeTables fills cos and sin, n rows of len(inv) values each, with the float32 cosine and
+// sine of every pair's angle (RopeAngle, inv from RopeInvFreq) at positions pos0 … pos0+n−1:
+// the one computation of the runtime's rotation tables and the primitive graph's.
+func RopeTables(inv []float32, pos0, n int, cos, sin []float32) {
+	h := len(inv)
+	for t := 0; t < n; t++ {
+		c, s := cos[t*h:(t+1)*h], sin[t*h:(t+1)*h]
+		for i, f := range inv {
+			a := RopeAngle(pos0+t, f)
+			c[i] = float32(math.Cos(a))
+			s[i] = float32(math.Sin(a))
+		}
+	}
+}
 
 // AttentionScale is the factor of the attention scores, 1/√head_dim, in float32.
 func AttentionScale(s *Spec) float32 { return float32(1 / math.Sqrt(float64(s.HeadDim))) }

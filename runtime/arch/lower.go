@@ -2,7 +2,6 @@ package arch
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/gquant/gquant/formats/gqf"
 )
@@ -201,15 +200,17 @@ func trimSuffix(s, suffix string) string {
 	return s
 }
 
-// ropeConsts computes the rotation tables as the runtime does (RopeInvFreq, RopeAngle).
+// ropeConsts computes the rotation tables as the runtime does (RopeTables), each pair's
+// values in both halves of a head, sin negated in the first.
 func ropeConsts(s *Spec, L int) []Const {
 	hd, half := s.HeadDim, s.HeadDim/2
 	inv := RopeInvFreq(s, RopeFreqFactors(s))
+	hc, hs := make([]float32, L*half), make([]float32, L*half)
+	RopeTables(inv, 0, L, hc, hs)
 	cos, sin := make([]float32, L*hd), make([]float32, L*hd)
 	for p := 0; p < L; p++ {
-		for i, f := range inv {
-			a := RopeAngle(p, f)
-			c, sn := float32(math.Cos(a)), float32(math.Sin(a))
+		for i := 0; i < half; i++ {
+			c, sn := hc[p*half+i], hs[p*half+i]
 			cos[p*hd+i], cos[p*hd+half+i] = c, c
 			sin[p*hd+i], sin[p*hd+half+i] = -sn, sn
 		}

@@ -43,8 +43,8 @@ func StoredTensors(spec *Spec) ([]Tensor, error) {
 // StatsModel describes a model of this spec to its calibration statistics: its identity
 // (named name; the config digest is the caller's), the linear weights whose inputs are
 // observed, in model order, with their column counts and the weight whose input each shares
-// (q for k and v, gate for up), the output last as "output.weight" (tied or not; optional,
-// as llama-imatrix leaves it out), and the points of the graph.
+// (Graph.SharedInputs: q for k and v, gate for up), the output last as "output.weight" (tied
+// or not; optional, as llama-imatrix leaves it out), and the points of the graph.
 func StatsModel(name string, spec *Spec) (stats.Model, error) {
 	ts, err := StoredTensors(spec)
 	if err != nil {
@@ -56,20 +56,26 @@ func StatsModel(name string, spec *Spec) (stats.Model, error) {
 		Heads: spec.Heads, KVHeads: spec.KVHeads, HeadDim: spec.HeadDim, Vocab: spec.Vocab,
 		TensorsSHA256: TensorsDigest(ts),
 	}}
+	g := ModelGraph(spec)
+	shared := g.SharedInputs()
 	for _, t := range ts {
 		if !t.Ref.Role.IsLinear() {
 			continue
 		}
-		w := stats.Weight{Name: t.Ref.GGUFName(), Cols: t.Shape[len(t.Shape)-1]}
-		switch t.Ref.Role {
-		case AttnK, AttnV:
-			w.Leader = TensorRef{Role: AttnQ, Layer: t.Ref.Layer}.GGUFName()
-		case FFNUp:
-			w.Leader = TensorRef{Role: FFNGate, Layer: t.Ref.Layer}.GGUFName()
-		}
-		m.Weights = append(m.Weights, w)
+		name := t.Ref.GGUFName()
+		m.Weights = append(m.Weights, stats.Weight{Name: name, Cols: t.Shape[len(t.Shape)-1], Leader: shared[name]})
 	}
 	m.Weights = append(m.Weights, stats.Weight{Name: string(Output), Cols: spec.Hidden, Optional: true})
-	m.Points = ModelGraph(spec).Points()
+	m.Points = g.Points()
 	return m, nil
+}
+
+// ValidateStats checks statistics against a model of this spec (stats.Stats.Validate with
+// StatsModel), before anything relies on them.
+func ValidateStats(st *stats.Stats, spec *Spec) error {
+	model, err := StatsModel("", spec)
+	if err != nil {
+		return err
+	}
+	return st.Validate(model)
 }
