@@ -1,7 +1,6 @@
 package calibrate
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/gquant/gquant/formats/encodings"
@@ -37,18 +36,12 @@ func weightEncoding(name string, w []float32, rows, cols, matBits, vecBits int) 
 // asymmetric activation encodings from the statistics (checked against the spec first) with
 // ranges set by r, and 8-bit symmetric per-channel weight encodings (ParamEncodings).
 func W8A16(s *stats.Stats, path string, spec *arch.Spec, r quantize.RangeOptions) (*encodings.File, error) {
-	model, err := arch.StatsModel("", spec)
-	if err != nil {
+	if err := arch.ValidateStats(s, spec); err != nil {
 		return nil, err
 	}
-	if err := s.Validate(model); err != nil {
-		return nil, err
-	}
+	// ActivationEncodings normalizes r (and reports its errors); quantScheme names the
+	// default mode "" as it names RangeSQNR.
 	r.Bits = 16
-	r, err = r.Normalize()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.Source, err)
-	}
 	acts, err := quantize.ActivationEncodings(s, r)
 	if err != nil {
 		return nil, err

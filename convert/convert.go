@@ -93,7 +93,7 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 		if st, err = stats.Read(o.Stats); err != nil {
 			return nil, err
 		}
-		if err := validateStats(st, inv.Spec); err != nil {
+		if err := arch.ValidateStats(st, inv.Spec); err != nil {
 			return nil, err
 		}
 	}
@@ -110,8 +110,8 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 			gptqWeights = append(gptqWeights, pt.Name)
 		}
 	}
-	if st != nil {
-		if err := CheckMethod(method, st, o.Stats, gptqWeights); err != nil {
+	if method == MethodGPTQ {
+		if err := MissingHessians(st, o.Stats, gptqWeights); err != nil {
 			return nil, err
 		}
 	}
@@ -125,7 +125,7 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 				if cols%32 != 0 { // a row that falls back from Q4_0: searched as 8 bits per channel
 					return quantize.GroupSpec{Bits: 8, Symmetric: true}
 				}
-				return quantize.GroupSpec{Bits: 4, Group: 32, Symmetric: true}
+				return q4_0Spec
 			}}); err != nil {
 			return nil, err
 		}
@@ -139,15 +139,6 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	}
 	plan.Seconds = time.Since(start).Seconds()
 	return plan, nil
-}
-
-// validateStats checks statistics against a model before anything is read.
-func validateStats(st *stats.Stats, spec *arch.Spec) error {
-	model, err := arch.StatsModel("", spec)
-	if err != nil {
-		return err
-	}
-	return st.Validate(model)
 }
 
 // Rounder returns a GGUF tensor's rounding stage (nil for ggml's encoders).

@@ -29,6 +29,16 @@ type Encoder interface {
 // what it holds for the whole tensor (GPTQ's factored Hessian).
 type Finisher interface{ Finish() }
 
+// A Preparer is an Encoder whose blocks share a costly result built from the whole tensor's
+// statistics (GPTQ's factored Hessian). When Prepares reports true, Execute gives the tensor
+// to one worker, which calls Prepare (cols: the row length), encodes the tensor's blocks one
+// after another and then calls Finish: the result is built once, no worker waits for another
+// to build it, and each worker holds at most one.
+type Preparer interface {
+	Prepares() bool
+	Prepare(cols int) error
+}
+
 // Sink receives the bytes of buffer buf of plan tensor t at offset off.
 type Sink func(t, buf int, off uint64, data []byte) error
 
@@ -37,14 +47,17 @@ type ExecOptions struct {
 	Threads int // workers (default 1)
 	// Progress, when set, is called with the source bytes done so far and the total.
 	Progress func(done, total int64)
-	// BlockBytes is the float32 working set of one job (default 4 MiB).
+	// BlockBytes is the float32 working set of one block of rows (default 4 MiB).
 	BlockBytes int
 }
 
-// job is a block of rows of one tensor.
+// job is a block of rows of one tensor, or the whole tensor in blocks of per rows (a
+// Preparer's).
 type job struct {
-	t      int // index into plan.Tensors
-	r0, r1 int // rows (GGUF order)
+	t       int // index into plan.Tensors
+	r0, r1  int // rows (GGUF order)
+	per     int // rows per block
+	prepare bool
 }
 
 // rowsOf returns (rows, row length) of a tensor (a vector is one row).
@@ -53,10 +66,12 @@ func rowsOf(pt *PlannedTensor) (int, int) {
 	return n / int(pt.Shape[0]), int(pt.Shape[0])
 }
 
-// Execute encodes every planned tensor into sink, in parallel row blocks taken in plan order.
-// Peak memory is Threads × BlockBytes, plus what the encoders of the tensors in progress hold
-// (at most Threads tensors: GPTQ keeps one Hessian factor per tensor) and what the source
-// mapping keeps resident: each source tensor's pages are released once all its rows are done.
+// Execute encodes every planned tensor into sink, in parallel row blocks taken in plan order;
+// a tensor whose encoder prepares (Preparer: GPTQ's factored Hessian) is one job, its blocks
+// encoded in turn by the worker that prepared it. Peak memory is Threads × BlockBytes, plus
+// what the encoders of the tensors in progress hold (at most Threads tensors: GPTQ keeps one
+// Hessian factor per tensor, so one per worker) and what the source mapping keeps resident:
+// each source tensor's pages are released once all its rows are done.
 func Execute(inv *Inventory, p *Plan, sink Sink, opts ExecOptions) error {
 	threads := max(opts.Threads, 1)
 	blockBytes := opts.BlockBytes
@@ -73,12 +88,14 @@ func Execute(inv *Inventory, p *Plan, sink Sink, opts ExecOptions) error {
 		}
 		rows, n := rowsOf(pt)
 		per := max(1, blockBytes/(4*n))
-		if pt.gen || len(pt.Shape) == 1 {
-			per = rows // generated values and vectors: one job
-		}
-		for r := 0; r < rows; r += per {
-			jobs = append(jobs, job{i, r, min(rows, r+per)})
+		if pr, ok := pt.enc.(Preparer); ok && pr.Prepares() {
+			jobs = append(jobs, job{i, 0, rows, per, true})
 			remaining[i].Add(1)
+		} else {
+			for r := 0; r < rows; r += per {
+				jobs = append(jobs, job{i, r, min(rows, r+per), per, false})
+				remaining[i].Add(1)
+			}
 		}
 		total += int64(rows * n * 2)
 	}
@@ -102,6 +119,24 @@ func Execute(inv *Inventory, p *Plan, sink Sink, opts ExecOptions) error {
 		go func() {
 			defer wg.Done()
 			var src []float32
+			// block encodes rows [r0, r1) of tensor t.
+			block := func(t, r0, r1 int) error {
+				pt := &p.Tensors[t]
+				_, n := rowsOf(pt)
+				src = grow(src, (r1-r0)*n)
+				if err := inv.readRows(pt, p.spec, r0, r1, src); err != nil {
+					return err
+				}
+				emit := func(buf int, off uint64, data []byte) error { return sink(t, buf, off, data) }
+				if err := pt.enc.Encode(src, r0, r1, n, emit); err != nil {
+					return fmt.Errorf("%s: %w", pt.Name, err)
+				}
+				d := done.Add(int64((r1 - r0) * n * 2))
+				if opts.Progress != nil {
+					opts.Progress(d, total)
+				}
+				return nil
+			}
 			for !failed() {
 				k := int(next.Add(1) - 1)
 				if k >= len(jobs) {
@@ -109,16 +144,23 @@ func Execute(inv *Inventory, p *Plan, sink Sink, opts ExecOptions) error {
 				}
 				j := jobs[k]
 				pt := &p.Tensors[j.t]
-				_, n := rowsOf(pt)
-				nr := j.r1 - j.r0
-				src = grow(src, nr*n)
-				if err := inv.readRows(pt, p.spec, j.r0, j.r1, src); err != nil {
-					fail(err)
-					return
+				var err error
+				if j.prepare {
+					_, n := rowsOf(pt)
+					if err = pt.enc.(Preparer).Prepare(n); err != nil {
+						err = fmt.Errorf("%s: %w", pt.Name, err)
+					}
+					for r := j.r0; err == nil && r < j.r1; r += j.per {
+						if failed() {
+							return
+						}
+						err = block(j.t, r, min(j.r1, r+j.per))
+					}
+				} else {
+					err = block(j.t, j.r0, j.r1)
 				}
-				emit := func(buf int, off uint64, data []byte) error { return sink(j.t, buf, off, data) }
-				if err := pt.enc.Encode(src, j.r0, j.r1, n, emit); err != nil {
-					fail(fmt.Errorf("%s: %w", pt.Name, err))
+				if err != nil {
+					fail(err)
 					return
 				}
 				if remaining[j.t].Add(-1) == 0 {
@@ -128,10 +170,6 @@ func Execute(inv *Inventory, p *Plan, sink Sink, opts ExecOptions) error {
 					if f, ok := pt.enc.(Finisher); ok {
 						f.Finish()
 					}
-				}
-				d := done.Add(int64(nr * n * 2))
-				if opts.Progress != nil {
-					opts.Progress(d, total)
 				}
 			}
 		}()
@@ -148,17 +186,24 @@ func grow[T any](b []T, n int) []T {
 }
 
 // ggufEncoder writes a tensor of one ggml type; imatrix is its importance (nil for none),
-// rounder, when set, rounds Q4_0 rows with a method (GPTQ, AWQ) instead of ggml's encoder.
+// rounder, when set (Q4_0 tensors only), rounds its rows with a method (GPTQ, AWQ) instead of
+// ggml's encoder.
 type ggufEncoder struct {
 	typ     gguf.Type
 	name    string
 	bytes   uint64
 	imatrix []float32
 	rounder *Rounder
-	bufs    sync.Pool
 }
 
+// q4_0Spec is Q4_0's grid in quantize's groups (see q4_0Rows).
+var q4_0Spec = quantize.GroupSpec{Bits: 4, Group: 32, Symmetric: true}
+
 func (e *ggufEncoder) Buffers() []uint64 { return []uint64{e.bytes} }
+
+func (e *ggufEncoder) Prepares() bool { return e.rounder != nil && e.rounder.Prepares() }
+
+func (e *ggufEncoder) Prepare(cols int) error { return e.rounder.Prepare(q4_0Spec, cols) }
 
 func (e *ggufEncoder) Finish() {
 	if e.rounder != nil {
@@ -169,14 +214,11 @@ func (e *ggufEncoder) Finish() {
 func (e *ggufEncoder) Encode(src []float32, r0, r1, cols int, emit func(int, uint64, []byte) error) error {
 	nr := r1 - r0
 	rowBytes := e.typ.RowBytes(cols)
-	bp, _ := e.bufs.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
-	}
-	defer e.bufs.Put(bp)
+	bp := getBuf()
+	defer putBuf(bp)
 	var err error
-	if e.rounder != nil && e.typ == gguf.Q4_0 {
-		gt, _, rerr := e.rounder.Round(quantize.GroupSpec{Bits: 4, Group: 32, Symmetric: true}, src, nr, cols)
+	if e.rounder != nil {
+		gt, _, rerr := e.rounder.Round(q4_0Spec, src, nr, cols)
 		if rerr != nil {
 			return rerr
 		}
@@ -187,27 +229,59 @@ func (e *ggufEncoder) Encode(src []float32, r0, r1, cols int, emit func(int, uin
 	return emit(0, uint64(r0)*uint64(rowBytes), *bp)
 }
 
-// encodeRows encodes nr rows of n floats to type typ.
-func encodeRows(dst []byte, typ gguf.Type, name string, src []float32, nr, n int, imatrix []float32) ([]byte, error) {
-	size := nr * typ.RowBytes(n)
-	dst = grow(dst, size)
+// bufs holds the byte buffers blocks are encoded into.
+var bufs sync.Pool
+
+func getBuf() *[]byte {
+	if bp, _ := bufs.Get().(*[]byte); bp != nil {
+		return bp
+	}
+	return new([]byte)
+}
+
+func putBuf(bp *[]byte) { bufs.Put(bp) }
+
+// EmitFloats encodes v as little-endian float32, fp16 or bf16 (typ F32, F16 or BF16) into a
+// pooled buffer and hands it to emit (which must not keep it) as buffer buf at offset off.
+func EmitFloats(typ gguf.Type, v []float32, buf int, off uint64, emit func(int, uint64, []byte) error) error {
+	bp := getBuf()
+	defer putBuf(bp)
+	*bp = putFloats(*bp, typ, v)
+	return emit(buf, off, *bp)
+}
+
+// putFloats encodes v as little-endian float32, fp16 or bf16 (typ F32, F16 or BF16) into dst,
+// grown as needed.
+func putFloats(dst []byte, typ gguf.Type, v []float32) []byte {
 	switch typ {
 	case gguf.F32:
-		for i, v := range src[:nr*n] {
-			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+		dst = grow(dst, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(x))
 		}
-		return dst, nil
 	case gguf.F16:
-		for i, v := range src[:nr*n] {
-			binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToF16(v))
+		dst = grow(dst, 2*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToF16(x))
 		}
-		return dst, nil
 	case gguf.BF16:
-		for i, v := range src[:nr*n] {
-			binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToBF16(v))
+		dst = grow(dst, 2*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToBF16(x))
 		}
-		return dst, nil
+	default:
+		panic("putFloats: type " + typ.String())
 	}
+	return dst
+}
+
+// encodeRows encodes nr rows of n floats to type typ.
+func encodeRows(dst []byte, typ gguf.Type, name string, src []float32, nr, n int, imatrix []float32) ([]byte, error) {
+	switch typ {
+	case gguf.F32, gguf.F16, gguf.BF16:
+		return putFloats(dst, typ, src[:nr*n]), nil
+	}
+	dst = grow(dst, nr*typ.RowBytes(n))
 	enc, err := quantize.For(typ)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)

@@ -2,9 +2,11 @@ package convert
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/gquant/gquant/formats/stats"
+	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/quantize"
 )
 
@@ -18,8 +20,10 @@ const (
 
 // Rounder is the rounding stage of one weight matrix: it rounds blocks of its rows onto
 // quantize's groups with its method, using the calibration statistics of the matrix's input.
-// GPTQ's factored Hessian is computed once per matrix, at the first block, and shared by the
-// blocks (a row's bits do not depend on its block: quantize.GPTQPlan); Finish frees it.
+// What the blocks share (the importance, the Hessian, GPTQ's factored Hessian) is computed
+// once per matrix: GPTQ's factor by Prepare, before the first block (a row's bits do not
+// depend on its block: quantize.GPTQPlan), or at the first block that needs it; Finish frees
+// it.
 type Rounder struct {
 	// Method is one of the Method constants; Stats the statistics (nil for rtn), Weight the
 	// matrix's key in them (its GGUF name).
@@ -36,6 +40,8 @@ type Rounder struct {
 	plans map[int]*quantize.GPTQPlan // by group size
 	h     []float64
 	hOK   bool
+	imp   []float32
+	impOK bool
 }
 
 // SetFold tells the rounder that the matrix's columns were multiplied by s (its input divided
@@ -45,11 +51,42 @@ func (r *Rounder) SetFold(s []float32) { r.fold = s }
 // Finish frees what the rounder holds for the whole matrix.
 func (r *Rounder) Finish() {
 	r.mu.Lock()
-	r.plans, r.h, r.hOK = nil, nil, false
+	r.plans, r.h, r.hOK, r.imp, r.impOK = nil, nil, false, nil, false
 	r.mu.Unlock()
 }
 
-// hessian returns the matrix's input Hessian, folded, read once (nil when none).
+// method is the method the rounder uses: its own, or rtn where the statistics lack the
+// matrix's input.
+func (r *Rounder) method() string {
+	if r.Method != MethodRTN && (r.Stats == nil || r.Stats.LinearFor(r.Weight) == nil) {
+		return MethodRTN
+	}
+	return r.Method
+}
+
+// Prepares reports whether the matrix's blocks share a GPTQ factor (GPTQ with a Hessian):
+// then Prepare builds it before the first block.
+func (r *Rounder) Prepares() bool {
+	return r.method() == MethodGPTQ && r.Stats.HasHessian(r.Weight)
+}
+
+// Prepare builds what the blocks of rows of cols rounded with spec share (GPTQ's factored
+// Hessian), so that Round only reads it.
+func (r *Rounder) Prepare(spec quantize.GroupSpec, cols int) error {
+	if !r.Prepares() {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	H, err := r.hessian()
+	if err != nil || H == nil {
+		return err
+	}
+	_, err = r.gptqPlan(H, spec.Group, cols)
+	return err
+}
+
+// hessian returns the matrix's input Hessian, folded, read once (nil when none). r.mu is held.
 func (r *Rounder) hessian() ([]float64, error) {
 	if r.hOK {
 		return r.h, nil
@@ -65,53 +102,75 @@ func (r *Rounder) hessian() ([]float64, error) {
 	return H, nil
 }
 
+// importance returns the matrix's input importance, folded, computed once. r.mu is held.
+func (r *Rounder) importance() []float32 {
+	if !r.impOK {
+		r.imp, r.impOK = foldImportance(r.Stats.Importance(r.Weight), r.fold), true
+	}
+	return r.imp
+}
+
+// gptqPlan returns the GPTQ plan for groups of group columns, built once. r.mu is held.
+func (r *Rounder) gptqPlan(H []float64, group, cols int) (*quantize.GPTQPlan, error) {
+	if plan := r.plans[group]; plan != nil {
+		return plan, nil
+	}
+	opts := r.GPTQ
+	opts.StaticGroups = opts.StaticGroups || opts.ActOrder
+	plan, err := quantize.NewGPTQPlan(H, cols, group, opts)
+	if err != nil {
+		return nil, err
+	}
+	if r.plans == nil {
+		r.plans = map[int]*quantize.GPTQPlan{}
+	}
+	r.plans[group] = plan
+	return plan, nil
+}
+
 // Round rounds rows × cols weights w (rows of the matrix, in any order) with spec, and says
 // which method it used: the matrix's, or another where the statistics lack what it needs
 // (no statistics: rtn; no Hessian: imatrix).
 func (r *Rounder) Round(spec quantize.GroupSpec, w []float32, rows, cols int) (*quantize.GroupTensor, string, error) {
-	method := r.Method
-	if method != MethodRTN && (r.Stats == nil || r.Stats.LinearFor(r.Weight) == nil) {
-		method = MethodRTN
-	}
-	imp := func() []float32 { return foldImportance(r.Stats.Importance(r.Weight), r.fold) }
-	switch method {
-	case MethodRTN:
+	method := r.method()
+	if method == MethodRTN {
 		gt, err := quantize.QuantizeGroups(spec, w, rows, cols, nil)
 		return gt, method, err
-	case MethodImatrix:
-		gt, err := quantize.QuantizeGroups(spec, w, rows, cols, imp())
-		return gt, method, err
-	case MethodGPTQ, MethodAWQ:
-		r.mu.Lock()
-		H, err := r.hessian()
-		var plan *quantize.GPTQPlan
+	}
+	r.mu.Lock()
+	var (
+		H    []float64
+		plan *quantize.GPTQPlan
+		err  error
+	)
+	if method == MethodGPTQ || method == MethodAWQ {
+		H, err = r.hessian()
 		if err == nil && H != nil && method == MethodGPTQ {
-			if plan = r.plans[spec.Group]; plan == nil {
-				opts := r.GPTQ
-				opts.StaticGroups = opts.StaticGroups || opts.ActOrder
-				if plan, err = quantize.NewGPTQPlan(H, cols, spec.Group, opts); err == nil {
-					if r.plans == nil {
-						r.plans = map[int]*quantize.GPTQPlan{}
-					}
-					r.plans[spec.Group] = plan
-				}
-			}
+			plan, err = r.gptqPlan(H, spec.Group, cols)
 		}
-		r.mu.Unlock()
-		switch {
-		case err != nil:
-			return nil, "", err
-		case H == nil || (method == MethodAWQ && spec.Bits != 4):
-			gt, err := quantize.QuantizeGroups(spec, w, rows, cols, imp())
-			return gt, MethodImatrix, err
-		case method == MethodGPTQ:
-			gt, err := quantize.GPTQRows(plan, w, rows, spec)
-			return gt, method, err
-		}
-		gt, err := quantize.QuantizeGroupsHessian(spec, w, rows, cols, H)
+	}
+	var imp []float32
+	if err == nil && (method == MethodImatrix || H == nil || (method == MethodAWQ && spec.Bits != 4)) {
+		imp = r.importance()
+	}
+	r.mu.Unlock()
+	switch {
+	case err != nil:
+		return nil, "", err
+	case method == MethodImatrix:
+		gt, err := quantize.QuantizeGroups(spec, w, rows, cols, imp)
+		return gt, method, err
+	case method != MethodGPTQ && method != MethodAWQ:
+		return nil, "", fmt.Errorf("method %q", method)
+	case H == nil || (method == MethodAWQ && spec.Bits != 4):
+		gt, err := quantize.QuantizeGroups(spec, w, rows, cols, imp)
+		return gt, MethodImatrix, err
+	case method == MethodGPTQ:
+		gt, err := quantize.GPTQRows(plan, w, rows, spec)
 		return gt, method, err
 	}
-	return nil, "", fmt.Errorf("method %q", method)
+	gt, err := quantize.QuantizeGroupsHessian(spec, w, rows, cols, H)
+	return gt, method, err
 }
 
 // foldImportance is the importance of a layer's input after its columns were scaled by s (the
@@ -127,22 +186,9 @@ func foldImportance(imp, s []float32) []float32 {
 	return out
 }
 
-// CheckMethod checks a method name and that the statistics hold what it needs for each
-// linear weight of the plan that uses it (weights: their names); stats may be nil for rtn.
-func CheckMethod(method string, st *stats.Stats, statsName string, weights []string) error {
-	switch method {
-	case MethodRTN:
-		return nil
-	case MethodImatrix, MethodGPTQ, MethodAWQ:
-		if st == nil {
-			return fmt.Errorf("--method %s needs --stats FILE (gquant calibrate%s)", method, map[bool]string{true: " --hessian", false: ""}[method != MethodImatrix])
-		}
-	default:
-		return fmt.Errorf("--method: unknown method %q (rtn, imatrix, gptq, awq)", method)
-	}
-	if method != MethodGPTQ {
-		return nil
-	}
+// MissingHessians checks that the statistics hold a Hessian for each of weights (the names of
+// the linear weights rounded by GPTQ); statsName names them in the error.
+func MissingHessians(st *stats.Stats, statsName string, weights []string) error {
 	var probs []string
 	for _, w := range weights {
 		if !st.HasHessian(w) {
@@ -150,17 +196,7 @@ func CheckMethod(method string, st *stats.Stats, statsName string, weights []str
 		}
 	}
 	if len(probs) > 0 {
-		return fmt.Errorf("%s: %s", statsName, joinFirst(probs, 5))
+		return fmt.Errorf("%s: %s", statsName, strings.Join(problems.First(probs, 5), "; "))
 	}
 	return nil
-}
-
-// joinFirst joins the first n problems and counts the rest.
-func joinFirst(ps []string, n int) string {
-	s := first(ps, n)
-	out := s[0]
-	for _, p := range s[1:] {
-		out += "; " + p
-	}
-	return out
 }

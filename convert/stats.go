@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gquant/gquant/formats/stats"
+	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/runtime/arch"
 )
 
@@ -53,7 +54,7 @@ func LoadImportance(path string, p *Plan) (map[string][]float32, error) {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		probs = append(probs, fmt.Sprintf("%d tensors not in the model (stats of another model?): %s", len(unknown), strings.Join(first(unknown, 5), ", ")))
+		probs = append(probs, fmt.Sprintf("%d tensors not in the model (stats of another model?): %s", len(unknown), strings.Join(problems.First(unknown, 5), ", ")))
 	}
 	var missing []string
 	for _, t := range p.Tensors {
@@ -62,19 +63,12 @@ func LoadImportance(path string, p *Plan) (map[string][]float32, error) {
 		}
 	}
 	if len(missing) > 0 {
-		probs = append(probs, fmt.Sprintf("no stats for %d linear weights: %s", len(missing), strings.Join(first(missing, 5), ", ")))
+		probs = append(probs, fmt.Sprintf("no stats for %d linear weights: %s", len(missing), strings.Join(problems.First(missing, 5), ", ")))
 	}
 	if len(probs) > 0 {
 		return nil, fmt.Errorf("%s: %s", path, strings.Join(probs, "; "))
 	}
 	return out, nil
-}
-
-func first(s []string, n int) []string {
-	if len(s) <= n {
-		return s
-	}
-	return append(append([]string(nil), s[:n]...), fmt.Sprintf("and %d more", len(s)-n))
 }
 
 // finite rejects NaN, infinite or negative importances.

@@ -11,6 +11,7 @@ import (
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/tokenizer"
+	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/runtime/arch"
 	"github.com/gquant/gquant/runtime/kernels"
 )
@@ -85,23 +86,15 @@ func placeEncodings(spec *arch.Spec, encs map[string]*gqf.Encoding) (map[string]
 	}
 	var probs []string
 	if len(unknown) > 0 {
-		probs = append(probs, fmt.Sprintf("graph: %d activation encodings name no tensor of the %s graph: %s", len(unknown), spec.Family, strings.Join(firstN(unknown, 5), ", ")))
+		probs = append(probs, fmt.Sprintf("graph: %d activation encodings name no tensor of the %s graph: %s", len(unknown), spec.Family, strings.Join(problems.First(unknown, 5), ", ")))
 	}
 	if len(conflict) > 0 {
-		probs = append(probs, fmt.Sprintf("graph: %d data-movement tensors carry another encoding than the tensor they move (the runtime cannot requantize them): %s", len(conflict), strings.Join(firstN(conflict, 5), "; ")))
+		probs = append(probs, fmt.Sprintf("graph: %d data-movement tensors carry another encoding than the tensor they move (the runtime cannot requantize them): %s", len(conflict), strings.Join(problems.First(conflict, 5), "; ")))
 	}
 	if len(probs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(probs, "; "))
 	}
 	return quant, nil
-}
-
-// firstN keeps the first n strings of s and counts the rest.
-func firstN(s []string, n int) []string {
-	if len(s) <= n {
-		return s
-	}
-	return append(append([]string(nil), s[:n]...), fmt.Sprintf("and %d more", len(s)-n))
 }
 
 // storedBPW is the storage cost of a gqf file's weights (codes, scales, zero points and block

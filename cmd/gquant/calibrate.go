@@ -143,11 +143,7 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 		}
 		spec = m.Spec()
 		m.Close()
-		sm, err := arch.StatsModel("", spec)
-		if err != nil {
-			return err
-		}
-		if err := st.Validate(sm); err != nil {
+		if err := arch.ValidateStats(st, spec); err != nil {
 			return err
 		}
 	} else {

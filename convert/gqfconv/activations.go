@@ -11,8 +11,10 @@ import (
 	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/convert"
 	"github.com/gquant/gquant/formats/encodings"
+	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/stats"
+	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -220,7 +222,7 @@ func rewriteMask(w *gqf.Writer, low *arch.Lowered, m float32) error {
 	if t == nil {
 		return fmt.Errorf("graph: %s: not in the file", arch.ConstMask)
 	}
-	return w.WriteAt(t.Data, 0, f32Bytes(vals))
+	return convert.EmitFloats(gguf.F32, vals, 0, 0, func(_ int, off uint64, b []byte) error { return w.WriteAt(t.Data, off, b) })
 }
 
 // rangeEncoding is the per-tensor encoding of an activation from its statistics.
@@ -256,8 +258,5 @@ func fromAIMET(e *encodings.Encoding) (*gqf.Encoding, error) {
 func firstN(s []string, n int) []string {
 	s = append([]string(nil), s...)
 	sort.Strings(s)
-	if len(s) <= n {
-		return s
-	}
-	return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
+	return problems.First(s, n)
 }

@@ -3,15 +3,15 @@ package gqfconv
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"regexp"
 	goruntime "runtime"
 	"strings"
 	"sync"
 
 	"github.com/gquant/gquant/convert"
+	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/gqf"
-	"github.com/gquant/gquant/formats/half"
+	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -90,14 +90,10 @@ func newPolicy(inv *convert.Inventory, sch scheme, o *Options) (*policy, error) 
 		return p, nil
 	}
 	// Reject statistics of another model (or damaged ones) before reading any weight.
-	model, err := arch.StatsModel("", inv.Spec)
-	if err != nil {
+	if err := arch.ValidateStats(o.Stats, inv.Spec); err != nil {
 		return nil, err
 	}
-	if err := o.Stats.Validate(model); err != nil {
-		return nil, err
-	}
-	var probs []string
+	var gptq, probs []string
 	for _, t := range inv.Family.Tensors(inv.Spec) {
 		if !t.Ref.Role.IsLinear() {
 			continue
@@ -106,18 +102,16 @@ func newPolicy(inv *convert.Inventory, sch scheme, o *Options) (*policy, error) 
 		ls := o.Stats.LinearFor(name)
 		switch {
 		case p.method == convert.MethodGPTQ && p.codec(t) != "f16":
-			if !o.Stats.HasHessian(name) {
-				probs = append(probs, fmt.Sprintf("%s: no Hessian (gquant calibrate --hessian)", name))
-			}
+			gptq = append(gptq, name)
 		case o.Smooth != 0 && ls != nil && ls.AbsMax == nil:
 			probs = append(probs, fmt.Sprintf("%s: no max|x| (an imatrix has none; use gquant calibrate's stats)", name))
 		}
 	}
+	if err := convert.MissingHessians(o.Stats, statsName, gptq); err != nil {
+		return nil, err
+	}
 	if len(probs) > 0 {
-		if len(probs) > 5 {
-			probs = append(probs[:5], fmt.Sprintf("and %d more", len(probs)-5))
-		}
-		return nil, fmt.Errorf("%s: %s", statsName, strings.Join(probs, "; "))
+		return nil, fmt.Errorf("%s: %s", statsName, strings.Join(problems.First(probs, 5), "; "))
 	}
 	return p, nil
 }
@@ -258,13 +252,9 @@ func (e *floatEnc) Buffers() []uint64 {
 func (e *floatEnc) Encode(src []float32, r0, r1, cols int, emit func(int, uint64, []byte) error) error {
 	vals := src[:(r1-r0)*cols]
 	if !e.f16 {
-		return emit(0, uint64(4*r0*cols), f32Bytes(vals))
+		return convert.EmitFloats(gguf.F32, vals, 0, uint64(4*r0*cols), emit)
 	}
-	b := make([]byte, 2*len(vals))
-	for i, v := range vals {
-		binary.LittleEndian.PutUint16(b[2*i:], half.F32ToF16(v))
-	}
-	return emit(0, uint64(2*r0*cols), b)
+	return convert.EmitFloats(gguf.F16, vals, 0, uint64(2*r0*cols), emit)
 }
 
 // groupEnc stores int4 groups (fp16 scales, uint8 zeros when asymmetric) or int8 per channel
@@ -283,6 +273,8 @@ type groupEnc struct {
 func (e *groupEnc) tensor() *gqf.Tensor       { return e.t }
 func (e *groupEnc) Rounder() *convert.Rounder { return e.r }
 func (e *groupEnc) Finish()                   { e.r.Finish() }
+func (e *groupEnc) Prepares() bool            { return e.r.Prepares() }
+func (e *groupEnc) Prepare(cols int) error    { return e.r.Prepare(e.spec, cols) }
 
 func (e *groupEnc) note() string {
 	e.mu.Lock()
@@ -329,42 +321,33 @@ func (e *groupEnc) Encode(src []float32, r0, r1, cols int, emit func(int, uint64
 		if err := emit(0, uint64(r0*cols), gt.Q); err != nil {
 			return err
 		}
-		return emit(1, uint64(4*r0), f32Bytes(gt.Scales))
+		return convert.EmitFloats(gguf.F32, gt.Scales, 1, uint64(4*r0), emit)
 	}
-	data, scales, zeros := int4Buffers(gt)
+	int4Codes(gt)
 	groups := uint64(cols / e.spec.Group)
-	if err := emit(0, uint64(r0*cols/2), data); err != nil {
+	if err := emit(0, uint64(r0*cols/2), gt.Q); err != nil {
 		return err
 	}
-	if err := emit(1, 2*groups*uint64(r0), scales); err != nil {
+	if err := convert.EmitFloats(gguf.F16, gt.Scales, 1, 2*groups*uint64(r0), emit); err != nil {
 		return err
 	}
-	if zeros != nil {
-		return emit(2, groups*uint64(r0), zeros)
+	if !gt.Spec.Symmetric {
+		return emit(2, groups*uint64(r0), gt.Zeros)
 	}
 	return nil
 }
 
-// int4Buffers converts a GroupTensor of 4-bit groups into gqf's buffers: symmetric codes
-// u ∈ [0, 15] become signed q = u − 8 (INT4, low nibble first, as the GroupTensor packs
-// them), asymmetric ones stay unsigned (UINT4) with their zero points as uint8; scales are
-// fp16.
-func int4Buffers(gt *quantize.GroupTensor) (data, scales, zeros []byte) {
-	data = append([]byte(nil), gt.Q...)
+// int4Codes turns the codes of a GroupTensor of 4-bit groups (the encoder's own) into gqf's
+// data buffer, in place: symmetric codes u ∈ [0, 15] become signed q = u − 8 (INT4, low
+// nibble first, as the GroupTensor packs them); asymmetric ones stay unsigned (UINT4), their
+// zero points the uint8 zeros buffer. Scales are stored in fp16.
+func int4Codes(gt *quantize.GroupTensor) {
 	if gt.Spec.Symmetric {
-		for i, b := range data {
+		for i, b := range gt.Q {
 			lo, hi := (b&0xF)-8, (b>>4)-8 // two's complement nibbles of u − 8
-			data[i] = lo&0xF | hi<<4
+			gt.Q[i] = lo&0xF | hi<<4
 		}
 	}
-	scales = make([]byte, 2*len(gt.Scales))
-	for i, s := range gt.ScalesF16() {
-		binary.LittleEndian.PutUint16(scales[2*i:], s)
-	}
-	if !gt.Spec.Symmetric {
-		zeros = append([]byte(nil), gt.Zeros...)
-	}
-	return data, scales, zeros
 }
 
 // lpbqEnc stores Qualcomm's LPBQ (quantize.EncodeLPBQ): int4 codes, float32 channel scales,
@@ -390,39 +373,30 @@ func (e *lpbqEnc) Encode(src []float32, r0, r1, cols int, emit func(int, uint64,
 	if err := emit(0, uint64(r0*cols/2), data); err != nil {
 		return err
 	}
-	if err := emit(1, uint64(4*r0), f32Bytes(lt.Scales)); err != nil {
+	if err := convert.EmitFloats(gguf.F32, lt.Scales, 1, uint64(4*r0), emit); err != nil {
 		return err
 	}
 	return emit(3, uint64(r0*(cols/e.bs)), lt.Blocks)
 }
 
-// constEnc stores a graph constant: float32 values, or int64 indices (held exactly as float32:
-// they are below 2^24).
-type constEnc struct {
-	t   *gqf.Tensor
-	i64 bool
-	n   int
+// i64Enc stores a graph constant of int64 indices (held exactly as float32: they are below
+// 2^24); float32 constants are a floatEnc's.
+type i64Enc struct {
+	t *gqf.Tensor
+	n int
 }
 
-func (e *constEnc) tensor() *gqf.Tensor { return e.t }
-func (e *constEnc) note() string        { return "" }
-func (e *constEnc) Buffers() []uint64 {
-	if e.i64 {
-		return []uint64{8 * uint64(e.n), 0, 0, 0}
-	}
-	return []uint64{4 * uint64(e.n), 0, 0, 0}
-}
+func (e *i64Enc) tensor() *gqf.Tensor { return e.t }
+func (e *i64Enc) note() string        { return "" }
+func (e *i64Enc) Buffers() []uint64   { return []uint64{8 * uint64(e.n), 0, 0, 0} }
 
-func (e *constEnc) Encode(src []float32, _, _, _ int, emit func(int, uint64, []byte) error) error {
-	vals := src[:e.n]
-	if !e.i64 {
-		return emit(0, 0, f32Bytes(vals))
-	}
+func (e *i64Enc) Encode(src []float32, r0, r1, cols int, emit func(int, uint64, []byte) error) error {
+	vals := src[:(r1-r0)*cols]
 	b := make([]byte, 8*len(vals))
 	for i, v := range vals {
 		binary.LittleEndian.PutUint64(b[8*i:], uint64(int64(v)))
 	}
-	return emit(0, 0, b)
+	return emit(0, uint64(8*r0*cols), b)
 }
 
 // roleConstant is the tensor role of graph constants.
@@ -431,19 +405,19 @@ const roleConstant = "constant"
 // addConst plans a graph constant as a tensor of the file (it does not count as a weight).
 func addConst(p *convert.Plan, c arch.Const) {
 	t := &gqf.Tensor{Name: c.Name, Role: roleConstant, Layer: -1, Shape: c.Shape}
-	e := &constEnc{t: t}
+	var e encoder
 	var vals []float32
 	if c.I != nil {
 		t.Encoding = &gqf.Encoding{Dtype: gqf.DataType_INT64, Bits: 64, Granularity: gqf.Granularity_FLOAT}
-		e.i64, e.n = true, len(c.I)
+		e = &i64Enc{t: t, n: len(c.I)}
 		for _, v := range c.I {
 			vals = append(vals, float32(v))
 		}
 	} else {
 		t.Encoding = &gqf.Encoding{Dtype: gqf.DataType_F32, Bits: 32, Granularity: gqf.Granularity_FLOAT}
-		e.n, vals = len(c.F), c.F
+		e, vals = &floatEnc{t: t, n: len(c.F)}, c.F
 	}
-	// Shapes in GGUF order, like the weights'; the constant is written in one piece.
+	// Shapes in GGUF order, like the weights'.
 	shape := make([]uint64, len(c.Shape))
 	for i, d := range c.Shape {
 		shape[len(shape)-1-i] = uint64(d)
@@ -453,12 +427,4 @@ func addConst(p *convert.Plan, c arch.Const) {
 		bytes += b
 	}
 	p.AddConstant(c.Name, shape, t.Encoding.Describe(), bytes, vals, e)
-}
-
-func f32Bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
 }

@@ -218,8 +218,7 @@ func Convert(dir, out string, o Options) (*convert.Plan, error) {
 	defer w.Abort()
 	tensors := m.Tensors
 	sink := func(t, buf int, off uint64, data []byte) error {
-		tt := tensors[t]
-		return w.WriteAt([]*gqf.Buffer{tt.Data, tt.Scales, tt.Zeros, tt.BlockScales}[buf], off, data)
+		return w.WriteAt(tensors[t].Buffers()[buf], off, data)
 	}
 	if err := convert.Execute(inv, plan, sink, convert.ExecOptions{Threads: pol.threads, Progress: o.Progress}); err != nil {
 		return nil, err

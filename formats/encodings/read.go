@@ -8,6 +8,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/gquant/gquant/internal/problems"
 )
 
 // Read reads an encodings file.
@@ -250,8 +252,5 @@ func joinProblems(path string, probs []string) error {
 	if len(probs) == 0 {
 		return nil
 	}
-	if len(probs) > 8 {
-		probs = append(probs[:8:8], fmt.Sprintf("and %d more", len(probs)-8))
-	}
-	return fmt.Errorf("%s: %s", path, strings.Join(probs, "; "))
+	return fmt.Errorf("%s: %s", path, strings.Join(problems.First(probs, 8), "; "))
 }

@@ -14,3 +14,12 @@ func Join(ps []string, limit int) string {
 	}
 	return strings.Join(ps, "; ")
 }
+
+// First keeps the first n of s and counts the rest as one more entry ("and 3 more"), for
+// lists joined by the caller.
+func First(s []string, n int) []string {
+	if len(s) <= n {
+		return s
+	}
+	return append(append([]string(nil), s[:n]...), fmt.Sprintf("and %d more", len(s)-n))
+}
