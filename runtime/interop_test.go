@@ -74,7 +74,7 @@ func evalTokens(t *testing.T, m *Model, n int) []int {
 	path := filepath.Join("..", "testdata", "corpora", "tinystories-eval.txt")
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Skipf("corpus not available: %v", err)
+		t.Fatalf("bundled corpus: %v", err)
 	}
 	if len(b) > 8*n {
 		b = b[:8*n] // plenty for n tokens

@@ -33,11 +33,11 @@ type reference struct {
 	} `json:"greedy"`
 }
 
-// modelDir returns dir, skipping the test when it is absent (stories3m lives outside the repo).
+// modelDir returns dir, a model bundled in testdata; a missing one fails the test.
 func modelDir(t testing.TB, dir string) string {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
-		t.Skipf("model %s not available: %v", dir, err)
+		t.Fatalf("bundled model %s: %v", dir, err)
 	}
 	return dir
 }
