@@ -9,6 +9,7 @@ import (
 
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/half"
+	"github.com/gquant/gquant/internal/mapped"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -118,6 +119,8 @@ func Execute(inv *Inventory, p *Plan, sink Sink, opts ExecOptions) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			mapped.Guard()
+			defer mapped.Recover(fail)
 			var src []float32
 			// block encodes rows [r0, r1) of tensor t.
 			block := func(t, r0, r1 int) error {

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/gquant/gquant/formats/stats"
+	"github.com/gquant/gquant/internal/mapped"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -127,6 +128,8 @@ func PrepareFolds(inv *Inventory, p *Plan, o FoldOptions) ([]string, error) {
 		go func() {
 			defer func() { sem.release(need); wg.Done() }()
 			r := &res[i]
+			mapped.Guard()
+			defer mapped.Recover(func(err error) { r.err = err })
 			r.s, r.line, r.err = searchFold(inv, p, g, byName, o)
 		}()
 	}

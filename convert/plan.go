@@ -80,6 +80,14 @@ type Dropped struct {
 	Reason string `json:"reason"`
 }
 
+// Part is one file of a split GGUF: its path and the bytes of tensor data it holds; a part
+// holding one tensor larger than the limit is over it (OverLimit), as with gguf-split.
+type Part struct {
+	Path      string `json:"path"`
+	Bytes     uint64 `json:"tensor_bytes"`
+	OverLimit bool   `json:"over_limit,omitempty"`
+}
+
 // Plan is everything execute will do, decided before a byte is written.
 type Plan struct {
 	Model    string          `json:"model"`
@@ -110,6 +118,8 @@ type Plan struct {
 	Folds       []string `json:"folds,omitempty"`
 	// Seconds is the time spent executing the plan (reading, rounding, encoding, writing).
 	Seconds float64 `json:"seconds,omitempty"`
+	// Parts are the files of a GGUF split by SplitMaxSize, in order (empty: one file).
+	Parts []Part `json:"parts,omitempty"`
 
 	spec                   *arch.Spec
 	allBits, linBits, linN float64

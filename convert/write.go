@@ -20,8 +20,16 @@ func writeGGUF(inv *Inventory, p *Plan, kvs []gguf.KV, out string, o Options) er
 		}
 		if len(hs) > 1 {
 			headers, paths = hs, nil
-			for i := range hs {
+			for i, hp := range hs {
 				paths = append(paths, gguf.SplitName(out, i, len(hs)))
+				if err := hp.Layout(); err != nil {
+					return fmt.Errorf("%s: %v", paths[i], err)
+				}
+				var bytes uint64
+				if n := len(hp.Tensors); n > 0 {
+					bytes = hp.Tensors[n-1].Offset + hp.Tensors[n-1].Size
+				}
+				p.Parts = append(p.Parts, Part{Path: paths[i], Bytes: bytes, OverLimit: bytes > uint64(o.SplitMaxSize)})
 			}
 		}
 	}

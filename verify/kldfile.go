@@ -342,7 +342,7 @@ func CreateKLD(path string, ctx, vocab int, tokens []int, logits, force bool) (*
 		want: len(tokens) / ctx * (ctx - 1 - ctx/2), row: make(RefRow, RowLen(vocab)), b: make([]byte, 2*RowLen(vocab))}
 	if logits {
 		// A scratch file beside the output, removed by Close or Abort; never renamed.
-		if w.spool, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".logits-*"); err != nil {
+		if w.spool, err = atomicfile.CreateScratch(filepath.Dir(path), "."+filepath.Base(path)+".logits-*"); err != nil {
 			w.Abort()
 			return nil, err
 		}
@@ -449,9 +449,7 @@ func (w *KLDWriter) Abort() {
 
 func (w *KLDWriter) dropSpool() {
 	if w.spool != nil {
-		name := w.spool.Name()
-		w.spool.Close()
-		os.Remove(name)
+		atomicfile.DropScratch(w.spool)
 		w.spool = nil
 	}
 }

@@ -209,13 +209,17 @@ func (r *Report) Apply(l Limits) []string {
 		}
 		r.Thresholds[key] = Threshold{Limit: *limit, Value: Decibels(value), Passed: ok}
 		if !ok {
-			fails = append(fails, fmt.Sprintf("%s %s%s fails %s %g%s", key, fmtValue(value), unit, flag, *limit, unit))
+			shown, lim := value, *limit
+			if unit == " %" { // the flag and the text report give the top-1 rate in percent
+				shown, lim = 100*value, 100*lim
+			}
+			fails = append(fails, fmt.Sprintf("%s %s%s fails %s %g%s", key, fmtValue(shown), unit, flag, lim, unit))
 		}
 	}
 	snr := float64(r.Logits.SNR)
 	check("min_snr_db", "--min-snr", l.MinSNR, snr, !math.IsNaN(snr) && l.MinSNR != nil && snr >= *l.MinSNR, " dB")
 	check("max_kl", "--max-kl", l.MaxKL, r.KL.Mean, l.MaxKL != nil && r.KL.Mean <= *l.MaxKL, "")
-	check("min_top1", "--min-top1", l.MinTop1, r.Top1, l.MinTop1 != nil && r.Top1 >= *l.MinTop1, "")
+	check("min_top1", "--min-top1", l.MinTop1, r.Top1, l.MinTop1 != nil && r.Top1 >= *l.MinTop1, " %")
 	r.Passed = len(fails) == 0
 	return fails
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -22,7 +21,7 @@ type benchOptions struct {
 	gen     int
 	reps    int
 	threads int
-	jsonOut bool
+	jsonOut string
 	kernels string
 	acts    string
 }
@@ -39,6 +38,14 @@ func newBenchCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.prompt < 0 || o.gen < 0 || o.prompt+o.gen == 0 {
 				return usageErr("bench: -p and -n must not be negative, and not both 0")
+			}
+			if err := checkThreads("bench", o.threads); err != nil {
+				return err
+			}
+			if o.jsonOut != "" && o.jsonOut != stdoutName {
+				if err := checkOutputs(false, []string{args[0]}, o.jsonOut); err != nil {
+					return err
+				}
 			}
 			if o.reps < 1 {
 				return usageErr("bench: -r: must be at least 1, got %d", o.reps)
@@ -60,8 +67,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.IntVarP(&o.prompt, "p", "p", 512, "prompt tokens (prefill test; 0: skip)")
 	f.IntVarP(&o.gen, "n", "n", 128, "generated tokens (decode test; 0: skip)")
 	f.IntVarP(&o.reps, "r", "r", 3, "repetitions of each test")
-	f.IntVar(&o.threads, "threads", 0, "worker threads (0: one per CPU)")
-	f.BoolVar(&o.jsonOut, "json", false, "print JSON")
+	addThreadsFlag(f, &o.threads)
+	addJSONFlag(f, &o.jsonOut, "the measurements")
 	addActsFlag(cmd, &o.acts)
 	f.StringVar(&o.kernels, "kernels", "", "kernel implementation to measure (default: the best this CPU runs; one of "+strings.Join(kernels.Impls(), ", ")+")")
 	return cmd
@@ -139,10 +146,10 @@ func runBench(stdout io.Writer, o *benchOptions, model string) error {
 			return err
 		}
 	}
-	if o.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+	if o.jsonOut != "" {
+		if err := writeJSON(stdout, o.jsonOut, res); err != nil || o.jsonOut == stdoutName {
+			return err
+		}
 	}
 	fmt.Fprintf(stdout, "model: %s (%.2f bpw, %.2f MB read per token, %d threads, kernels %s)\n",
 		model, res.BPW, float64(res.BytesPerToken)/1e6, res.Threads, res.Kernels)

@@ -12,7 +12,6 @@ import (
 	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/encodings"
 	"github.com/gquant/gquant/formats/stats"
-	"github.com/gquant/gquant/internal/atomicfile"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
@@ -92,13 +91,11 @@ func (o *calibrateOptions) checkUsage() error {
 	case o.encVersion != encodings.V1 && o.encVersion != encodings.V061:
 		return usageErr("calibrate: --encodings-version: %q is not %s or %s", o.encVersion, encodings.V1, encodings.V061)
 	}
-	switch quantize.RangeMode(o.rangeMode) {
-	case quantize.RangeMinMax, quantize.RangePercentile, quantize.RangeSQNR:
-	default:
-		return usageErr("calibrate: --range: %q is not minmax, percentile or sqnr", o.rangeMode)
+	if _, err := (quantize.RangeOptions{Mode: quantize.RangeMode(o.rangeMode), Percentile: o.percentile}).Normalize(); err != nil {
+		return usageErr("calibrate: --%v", err)
 	}
-	if !(o.percentile > 50 && o.percentile <= 100) {
-		return usageErr("calibrate: --percentile: %g is not in (50, 100]", o.percentile)
+	if err := checkThreads("calibrate", o.threads); err != nil {
+		return err
 	}
 	outs := map[string]string{}
 	for flag, p := range map[string]string{"-o": o.out, "--imatrix": o.imatrix, "--encodings": o.encodings} {
@@ -121,13 +118,8 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 	if err != nil {
 		return usageErr("calibrate: --hessian-mem: %v", err)
 	}
-	for _, p := range []string{o.out, o.imatrix, o.encodings} {
-		if p == "" {
-			continue
-		}
-		if err := atomicfile.CheckNew(p, o.force); err != nil {
-			return err
-		}
+	if err := checkOutputs(o.force, []string{model, o.corpus, o.stats}, o.out, o.imatrix, o.encodings); err != nil {
+		return err
 	}
 
 	var st *stats.Stats

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
@@ -23,7 +22,7 @@ type convertOptions struct {
 	pre          string
 	name         string
 	dryRun       bool
-	jsonOut      bool
+	jsonOut      string
 	force        bool
 	threads      int
 	splitMaxSize string
@@ -55,7 +54,7 @@ func newConvertCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return runConvert(cmd, g, o, args[0]) },
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.out, "output", "o", "", "output file (.gguf)")
+	f.StringVarP(&o.out, "output", "o", "", "output file (.gguf; .gqf with --format gqf)")
 	f.StringVar(&o.scheme, "scheme", "f16", "quantization scheme")
 	f.StringVar(&o.format, "format", "gguf", "output format: gguf or gqf (gqf schemes: "+strings.Join(gqfconv.Schemes(), ", ")+")")
 	f.StringVar(&o.encodings, "encodings", "", "gqf: AIMET encodings JSON with the activation encodings (w8a16)")
@@ -73,9 +72,9 @@ func newConvertCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.pre, "pre", "", "tokenizer.ggml.pre value, when the pre-tokenizer is not recognised")
 	f.StringVar(&o.name, "name", "", "general.name (default: the folder's name)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the plan and write nothing")
-	f.BoolVar(&o.jsonOut, "json", false, "print the plan as JSON")
+	addJSONFlag(f, &o.jsonOut, "the plan")
 	f.BoolVar(&o.force, "force", false, "overwrite an existing output")
-	f.IntVar(&o.threads, "threads", runtime.NumCPU(), "worker threads")
+	addThreadsFlag(f, &o.threads)
 	f.StringVar(&o.method, "method", "", "rtn, imatrix, gptq or awq (gptq/awq: --format gqf, or GGUF --scheme q4_0; default: imatrix when --stats is given)")
 	f.StringVar(&o.stats, "stats", "", "importance matrix: gquant calibrate stats, or llama-imatrix output (GGUF or .dat)")
 	f.StringVar(&o.splitMaxSize, "split-max-size", "", "split the output into files of at most this size (e.g. 500M, 2G)")
@@ -85,6 +84,25 @@ func newConvertCmd(g *globals) *cobra.Command {
 func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) error {
 	if o.out == "" && !o.dryRun {
 		return usageErr("convert: -o OUT is required (or --dry-run)")
+	}
+	if o.out == stdoutName {
+		return usageErr("convert: -o: a model is written to a file, not standard output")
+	}
+	if err := checkThreads("convert", o.threads); err != nil {
+		return err
+	}
+	if o.threads == 0 {
+		o.threads = runtime.NumCPU()
+	}
+	if (o.method == convert.MethodGPTQ || o.method == convert.MethodAWQ) && o.stats == "" {
+		return usageErr("convert: --method %s needs --stats FILE (gquant calibrate --hessian)", o.method)
+	}
+	out := o.out
+	if o.dryRun {
+		out = ""
+	}
+	if err := checkOutputs(o.force, []string{dir, o.stats, o.encodings, o.corpus}, out, o.jsonOut); err != nil {
+		return err
 	}
 	switch o.format {
 	case "gguf":
@@ -108,6 +126,9 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	if err != nil {
 		return usageErr("convert: --split-max-size: %v", err)
 	}
+	if split > 0 && split < 1<<20 {
+		return usageErr("convert: --split-max-size: %s is below 1M, the smallest part gguf-split makes", o.splitMaxSize)
+	}
 	opts := convert.Options{
 		Scheme: o.scheme, Overrides: overrides, Pre: o.pre, Name: o.name,
 		Threads: o.threads, Force: o.force, SplitMaxSize: split, DryRun: o.dryRun,
@@ -119,9 +140,6 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 		defer bar.finish()
 	}
 	if o.method == convert.MethodGPTQ || o.method == convert.MethodAWQ {
-		if o.stats == "" {
-			return usageErr("convert: --method %s needs --stats FILE (gquant calibrate --hessian)", o.method)
-		}
 		if o.splitMaxSize != "" {
 			return usageErr("convert: --method %s: --split-max-size is not supported", o.method)
 		}
@@ -131,17 +149,28 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
+	if o.jsonOut != "" {
+		if err := writeJSON(cmd.OutOrStdout(), o.jsonOut, plan); err != nil {
+			return err
+		}
+	}
 	switch {
-	case o.jsonOut:
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(plan)
-	case o.dryRun:
-		fmt.Fprint(out, plan.Text())
-	case !g.quiet:
-		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %d tensors, %.2f MB, %.4f bpw (linear %.4f), %d fallbacks\n",
-			o.out, len(plan.Tensors), float64(plan.OutputBytes)/1e6, plan.BPW, plan.BPWLinear, plan.Fallbacks)
+	case o.dryRun && o.jsonOut != stdoutName:
+		fmt.Fprint(cmd.OutOrStdout(), plan.Text())
+	case !g.quiet && !o.dryRun:
+		stderr := cmd.ErrOrStderr()
+		wrote := o.out
+		if n := len(plan.Parts); n > 0 {
+			wrote = fmt.Sprintf("%s ... %s (%d parts)", plan.Parts[0].Path, plan.Parts[n-1].Path, n)
+		}
+		fmt.Fprintf(stderr, "wrote %s: %d tensors, %.2f MB, %.4f bpw (linear %.4f), %d fallbacks\n",
+			wrote, len(plan.Tensors), float64(plan.OutputBytes)/1e6, plan.BPW, plan.BPWLinear, plan.Fallbacks)
+		for _, p := range plan.Parts {
+			if p.OverLimit {
+				fmt.Fprintf(stderr, "warning: %s holds %.2f MB, over --split-max-size %s: one tensor is larger than the limit\n",
+					p.Path, float64(p.Bytes)/1e6, o.splitMaxSize)
+			}
+		}
 	}
 	return nil
 }
@@ -175,15 +204,15 @@ func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
+	if o.jsonOut != "" {
+		if err := writeJSON(cmd.OutOrStdout(), o.jsonOut, plan); err != nil {
+			return err
+		}
+	}
 	switch {
-	case o.jsonOut:
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(plan)
-	case o.dryRun:
-		fmt.Fprint(out, plan.Text())
-	case !g.quiet:
+	case o.dryRun && o.jsonOut != stdoutName:
+		fmt.Fprint(cmd.OutOrStdout(), plan.Text())
+	case !g.quiet && !o.dryRun:
 		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %s (%s), %d tensors, %.2f MB, %.4f bpw (linear %.4f), %d fallbacks, in %.2f s\n",
 			o.out, plan.Scheme, plan.Method, len(plan.Tensors), float64(plan.OutputBytes)/1e6, plan.BPW, plan.BPWLinear, plan.Fallbacks, plan.Seconds)
 	}

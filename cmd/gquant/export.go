@@ -31,16 +31,25 @@ func newExportCmd(g *globals) *cobra.Command {
 			"                   float weights, or with --qdq QuantizeLinear/DequantizeLinear around every\n" +
 			"                   activation and integer weights (needs activation encodings: w8a16, w4a16, w4a8)\n" +
 			"  --to aimet-json  the encodings keyed by the float ONNX model's tensor names (AIMET 1.0.0, or\n" +
-			"                   0.6.1 with --aimet-version 0.6.1), for qairt-converter --quantization_overrides",
+			"                   0.6.1 with --encodings-version 0.6.1), for qairt-converter --quantization_overrides",
 		Args: argsN(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExport(o, args[0])
+			if err := runExport(o, args[0]); err != nil {
+				return err
+			}
+			if !g.quiet {
+				fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", o.out)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&o.to, "to", "", "output kind: onnx or aimet-json")
 	cmd.Flags().StringVarP(&o.out, "output", "o", "", "output file")
 	cmd.Flags().BoolVar(&o.qdq, "qdq", false, "ONNX in QDQ form (quantized activations and weights)")
-	cmd.Flags().StringVar(&o.aimetVersion, "aimet-version", encodings.V1, "AIMET encodings version: 1.0.0 or 0.6.1")
+	cmd.Flags().StringVar(&o.aimetVersion, "encodings-version", encodings.V1, "AIMET encodings version: 1.0.0 or 0.6.1")
+	// The flag's old name, kept for existing scripts.
+	cmd.Flags().StringVar(&o.aimetVersion, "aimet-version", encodings.V1, "")
+	cmd.Flags().MarkDeprecated("aimet-version", "use --encodings-version")
 	cmd.Flags().BoolVar(&o.force, "force", false, "overwrite an existing output")
 	return cmd
 }
@@ -58,7 +67,13 @@ func runExport(o *exportOptions, path string) error {
 		return usageErr("export: --qdq applies to --to onnx only")
 	}
 	if o.aimetVersion != encodings.V1 && o.aimetVersion != encodings.V061 {
-		return usageErr("export: --aimet-version %q: want %s or %s", o.aimetVersion, encodings.V1, encodings.V061)
+		return usageErr("export: --encodings-version %q: want %s or %s", o.aimetVersion, encodings.V1, encodings.V061)
+	}
+	if o.out == stdoutName {
+		return usageErr("export: -o: the export is written to a file, not standard output")
+	}
+	if err := checkOutputs(o.force, []string{path}, o.out); err != nil {
+		return err
 	}
 	f, err := gqf.Open(path)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 
@@ -16,7 +17,7 @@ import (
 )
 
 type inspectOptions struct {
-	jsonOut bool
+	jsonOut string
 	all     bool
 }
 
@@ -27,10 +28,15 @@ func newInspectCmd(g *globals) *cobra.Command {
 		Short: "Show the metadata and tensors of a GGUF, gqf or safetensors file (or a model folder)",
 		Args:  argsN(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.jsonOut != "" && o.jsonOut != stdoutName {
+				if err := checkOutputs(false, []string{args[0]}, o.jsonOut); err != nil {
+					return err
+				}
+			}
 			return runInspect(cmd.OutOrStdout(), o, args[0])
 		},
 	}
-	cmd.Flags().BoolVar(&o.jsonOut, "json", false, "print JSON")
+	addJSONFlag(cmd.Flags(), &o.jsonOut, "the inspection")
 	cmd.Flags().BoolVar(&o.all, "all", false, "print long arrays whole")
 	return cmd
 }
@@ -66,21 +72,25 @@ func runInspect(w io.Writer, o *inspectOptions, path string) error {
 	if err != nil {
 		return err
 	}
-	if !st.IsDir() && hasMagic(path, gqf.Magic) {
+	kind := "safetensors"
+	if !st.IsDir() {
+		if kind, err = fileKind(path); err != nil {
+			return err
+		}
+	}
+	if kind == "gqf" {
 		r, err := gqf.Inspect(path)
 		if err != nil {
 			return err
 		}
-		if o.jsonOut {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(r)
+		if o.jsonOut != "" {
+			return writeJSON(w, o.jsonOut, r)
 		}
 		fmt.Fprint(w, r)
 		return nil
 	}
 	var rep *inspectReport
-	if !st.IsDir() && hasMagic(path, "GGUF") {
+	if kind == "gguf" {
 		rep, err = inspectGGUF(path, o)
 	} else {
 		rep, err = inspectSafetensors(path)
@@ -95,10 +105,8 @@ func runInspect(w io.Writer, o *inspectOptions, path string) error {
 	if rep.Params > 0 {
 		rep.BPW = float64(rep.Bytes*8) / float64(rep.Params)
 	}
-	if o.jsonOut {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+	if o.jsonOut != "" {
+		return writeJSON(w, o.jsonOut, rep)
 	}
 	fmt.Fprintf(w, "file:    %s\nformat:  %s", rep.File, rep.Format)
 	if rep.Version != 0 {
@@ -106,7 +114,7 @@ func runInspect(w io.Writer, o *inspectOptions, path string) error {
 	}
 	fmt.Fprintf(w, "\n\nmetadata (%d keys):\n", len(rep.Metadata))
 	for _, kv := range rep.Metadata {
-		fmt.Fprintf(w, "  %-44s %-10s %s\n", kv.Key, kv.Type, showValue(kv.Value))
+		fmt.Fprintf(w, "  %-44s %-10s %s\n", gguf.Printable(kv.Key), kv.Type, showValue(kv.Value))
 	}
 	fmt.Fprintf(w, "\ntensors (%d):\n", len(rep.Tensors))
 	for _, t := range rep.Tensors {
@@ -114,22 +122,40 @@ func runInspect(w io.Writer, o *inspectOptions, path string) error {
 		for i, d := range t.Shape {
 			dims[i] = fmt.Sprint(d)
 		}
-		fmt.Fprintf(w, "  %-40s %-18s %-7s %12d\n", t.Name, strings.Join(dims, "x"), t.Type, t.Bytes)
+		fmt.Fprintf(w, "  %-40s %-18s %-7s %12d\n", gguf.Printable(t.Name), strings.Join(dims, "x"), gguf.Printable(t.Type), t.Bytes)
 	}
 	fmt.Fprintf(w, "\n%d parameters, %d bytes, %.4f bits per weight\n", rep.Params, rep.Bytes, rep.BPW)
 	return nil
 }
 
-// hasMagic reports whether the file starts with the 4-byte magic.
-func hasMagic(path, magic string) bool {
+// fileKind tells a GGUF, gqf or safetensors file by its magic or, for a file whose magic is
+// damaged, its extension; anything else is an error naming what the file starts with.
+func fileKind(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return "", err
 	}
 	defer f.Close()
-	var head [4]byte
-	_, err = io.ReadFull(f, head[:])
-	return err == nil && string(head[:]) == magic
+	var head [9]byte
+	n, _ := io.ReadFull(f, head[:])
+	switch {
+	case n >= 4 && string(head[:4]) == "GGUF":
+		return "gguf", nil
+	case n >= 4 && string(head[:4]) == gqf.Magic:
+		return "gqf", nil
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".gguf":
+		return "gguf", nil // its reader names the bad magic
+	case ".gqf":
+		return "gqf", nil
+	case ".safetensors":
+		return "safetensors", nil
+	}
+	if n == 9 && head[8] == '{' { // a safetensors header: its length, then JSON
+		return "safetensors", nil
+	}
+	return "", fmt.Errorf("%s: not a GGUF, gqf or safetensors file (it starts with %q)", path, head[:min(n, 8)])
 }
 
 func inspectGGUF(path string, o *inspectOptions) (*inspectReport, error) {

@@ -167,7 +167,7 @@ func TestConvertExitCodesAndForce(t *testing.T) {
 }
 
 func TestConvertDryRunJSON(t *testing.T) {
-	code, out, e := run("convert", "../../testdata/models/stories260k", "--scheme", "q4_k_m", "--dry-run", "--json")
+	code, out, e := run("convert", "../../testdata/models/stories260k", "--scheme", "q4_k_m", "--dry-run", "--json", "-")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, e)
 	}
@@ -192,7 +192,7 @@ func TestInspectGGUFAndSafetensors(t *testing.T) {
 	if code, _, e := run("convert", "../../testdata/models/stories260k", "-o", out, "--scheme", "q8_0", "-q"); code != 0 {
 		t.Fatalf("convert: %s", e)
 	}
-	code, stdout, e := run("inspect", out, "--json")
+	code, stdout, e := run("inspect", out, "--json", "-")
 	if code != 0 {
 		t.Fatalf("inspect: %s", e)
 	}

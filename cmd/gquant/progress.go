@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -56,7 +57,7 @@ func parseSize(s string) (int64, error) {
 		mult, u = 1<<10, u[:len(u)-1]
 	}
 	n, err := strconv.ParseInt(u, 10, 64)
-	if err != nil || n <= 0 {
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
 		return 0, fmt.Errorf("%q is not a size (like 500M or 2G)", s)
 	}
 	return n * mult, nil

@@ -9,6 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/gquant/gquant/internal/mapped"
+	"github.com/gquant/gquant/internal/problems"
 )
 
 // version is gquant's version, stamped into outputs and reports.
@@ -79,18 +82,26 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 // extraCommands lets each verb's file register itself.
 var extraCommands []func(*globals) *cobra.Command
 
-func execute(args []string, stdout, stderr io.Writer) int {
+func execute(args []string, stdout, stderr io.Writer) (code int) {
+	// A mapped input that shrinks under us faults: a one-line error naming it, not a crash.
+	// (Every output's deferred Abort has run by the time the panic gets here.)
+	mapped.Guard()
+	defer mapped.Recover(func(err error) {
+		fmt.Fprintf(stderr, "gquant: %s\n", oneLine(err.Error()))
+		code = exitError
+	})
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
 		return exitOK
 	}
-	code := exitError
+	code = exitError
 	var ce *codedError
+	var ue *problems.UsageError
 	if errors.As(err, &ce) {
 		code = ce.code
-	} else if isCobraUsage(err) {
+	} else if errors.As(err, &ue) || isCobraUsage(err) {
 		code = exitUsage
 	}
 	fmt.Fprintf(stderr, "gquant: %s\n", oneLine(err.Error()))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/spf13/cobra"
 
@@ -36,8 +37,17 @@ func newRunCmd(g *globals) *cobra.Command {
 			if o.n < 0 {
 				return usageErr("run: -n: must not be negative, got %d", o.n)
 			}
-			if o.temp < 0 {
-				return usageErr("run: --temp: must not be negative, got %g", o.temp)
+			if err := checkThreads("run", o.threads); err != nil {
+				return err
+			}
+			if o.topK < 0 {
+				return usageErr("run: --top-k: must not be negative, got %d", o.topK)
+			}
+			if !(o.topP >= 0 && o.topP <= 1) {
+				return usageErr("run: --top-p: %g is not a probability in [0, 1]", o.topP)
+			}
+			if !(o.temp >= 0) || math.IsInf(o.temp, 1) {
+				return usageErr("run: --temp: must be a finite number ≥ 0, got %g", o.temp)
 			}
 			if _, err := parseActs("run", o.acts); err != nil {
 				return err
@@ -51,7 +61,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.topK, "top-k", 0, "sample from the K most likely tokens only (0: all)")
 	f.Float64Var(&o.topP, "top-p", 0, "sample from the smallest set of tokens reaching this probability (0: all)")
 	f.Uint64Var(&o.seed, "seed", 0, "random seed for sampling")
-	f.IntVar(&o.threads, "threads", 0, "worker threads (0: one per CPU)")
+	addThreadsFlag(f, &o.threads)
 	f.BoolVar(&o.ignoreEOS, "ignore-eos", false, "keep generating after an end-of-sequence token")
 	addActsFlag(cmd, &o.acts)
 	return cmd

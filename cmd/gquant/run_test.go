@@ -43,7 +43,7 @@ func TestRunCommand(t *testing.T) {
 func TestBenchCommandJSON(t *testing.T) {
 	dir := filepath.Join("..", "..", "testdata", "models", "stories260k")
 	var stdout, stderr bytes.Buffer
-	if code := execute([]string{"bench", dir, "-p", "16", "-n", "4", "-r", "1", "--threads", "1", "--json"}, &stdout, &stderr); code != 0 {
+	if code := execute([]string{"bench", dir, "-p", "16", "-n", "4", "-r", "1", "--threads", "1", "--json", "-"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	var res map[string]any
@@ -65,7 +65,7 @@ func TestBenchCommandJSON(t *testing.T) {
 func TestBenchKernelsFlag(t *testing.T) {
 	dir := filepath.Join("..", "..", "testdata", "models", "stories260k")
 	var stdout, stderr bytes.Buffer
-	if code := execute([]string{"bench", dir, "-p", "8", "-n", "2", "-r", "1", "--threads", "1", "--json", "--kernels", "generic"}, &stdout, &stderr); code != 0 {
+	if code := execute([]string{"bench", dir, "-p", "8", "-n", "2", "-r", "1", "--threads", "1", "--json", "-", "--kernels", "generic"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	var res struct{ Kernels string }

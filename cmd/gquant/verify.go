@@ -2,13 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/gquant/gquant/internal/atomicfile"
 	"github.com/gquant/gquant/verify"
 )
 
@@ -19,6 +20,7 @@ type verifyOptions struct {
 	ctx, chunks        int
 	snr                bool
 	jsonOut, plot      string
+	html               string
 	minSNR, maxKL      float64
 	minTop1            float64
 	prompts            string
@@ -48,35 +50,47 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.ctx, "ctx", verify.DefaultCtx, "tokens per window (with --ref-logits: the file's)")
 	f.IntVar(&o.chunks, "chunks", 0, "windows to score (0: all)")
 	f.BoolVar(&o.snr, "snr", false, "also the SNR of the hidden state after every block")
-	f.StringVar(&o.jsonOut, "json", "", "write the report as JSON to FILE")
-	f.StringVar(&o.plot, "plot", "", "write per-layer SNR bars and a KL histogram to FILE.png")
+	addJSONFlag(f, &o.jsonOut, "the report")
+	f.StringVar(&o.plot, "plot", "", "write per-layer SNR bars and a KL histogram, with the thresholds, to FILE.png")
+	f.StringVar(&o.html, "html", "", "write a self-contained HTML report (verdict, thresholds, metrics, plots, per-block table) to FILE")
 	f.Float64Var(&o.minSNR, "min-snr", 0, "fail (exit 3) when the logits SNR is below DB")
 	f.Float64Var(&o.maxKL, "max-kl", 0, "fail (exit 3) when the mean KL is above X")
-	f.Float64Var(&o.minTop1, "min-top1", 0, "fail (exit 3) when the same-top-1 fraction is below P (0–1)")
+	f.Float64Var(&o.minTop1, "min-top1", 0, "fail (exit 3) when the same-top-1 rate is below P percent (0–100, as the report shows it)")
 	f.StringVar(&o.prompts, "prompts", "", "greedy prompts, one per line (default: 12 built-in prompts)")
 	f.IntVar(&o.gen, "gen", 32, "tokens per greedy continuation (0: no greedy check)")
 	f.StringVar(&o.saveRef, "save-ref", "", "store the reference's log-probabilities in FILE for later --ref-logits")
 	f.StringVar(&o.refLogits, "ref-logits", "", "use stored reference log-probabilities (gquant --save-ref or llama-perplexity --kl-divergence-base)")
-	f.IntVar(&o.threads, "threads", 0, "runtime workers (0: one per CPU)")
+	addThreadsFlag(f, &o.threads)
 	f.BoolVar(&o.force, "force", false, "overwrite existing output files")
 	return cmd
 }
 
 func runVerify(cmd *cobra.Command, g *globals, o *verifyOptions, artifact string) error {
 	flags := cmd.Flags()
-	if o.minTop1 < 0 || o.minTop1 > 1 {
-		return usageErr("verify: --min-top1: %g is not a fraction in [0, 1]", o.minTop1)
+	if !(o.minTop1 >= 0 && o.minTop1 <= 100) {
+		return usageErr("verify: --min-top1: %g is not a percentage in [0, 100]", o.minTop1)
+	}
+	if math.IsNaN(o.minSNR) {
+		return usageErr("verify: --min-snr: NaN is not a number of dB")
+	}
+	if math.IsNaN(o.maxKL) || math.IsInf(o.maxKL, 0) {
+		return usageErr("verify: --max-kl: %g is not a finite KL", o.maxKL)
 	}
 	if o.gen < 0 || o.chunks < 0 || o.ctx < 4 {
 		return usageErr("verify: --gen and --chunks must not be negative, --ctx at least 4")
 	}
-	for _, out := range []string{o.jsonOut, o.plot, o.saveRef} {
-		if out == "" {
-			continue
-		}
-		if err := atomicfile.CheckNew(out, o.force); err != nil {
-			return err
-		}
+	if err := checkThreads("verify", o.threads); err != nil {
+		return err
+	}
+	if o.refLogits == "" && (o.ref == "" || o.corpus == "") {
+		return usageErr("verify: --ref MODEL and --corpus FILE are needed (or --ref-logits FILE, which holds the reference and the tokens)")
+	}
+	if o.plot == stdoutName || o.saveRef == stdoutName || o.html == stdoutName {
+		return usageErr("verify: --plot, --html and --save-ref write files: - (standard output) is for --json")
+	}
+	if err := checkOutputs(o.force, []string{artifact, o.ref, o.corpus, o.refLogits, o.prompts},
+		o.jsonOut, o.plot, o.html, o.saveRef); err != nil {
+		return err
 	}
 	var limits verify.Limits
 	if flags.Changed("min-snr") {
@@ -86,7 +100,8 @@ func runVerify(cmd *cobra.Command, g *globals, o *verifyOptions, artifact string
 		limits.MaxKL = &o.maxKL
 	}
 	if flags.Changed("min-top1") {
-		limits.MinTop1 = &o.minTop1
+		top1 := o.minTop1 / 100
+		limits.MinTop1 = &top1
 	}
 	vo := verify.Options{
 		Artifact: artifact, Ref: o.ref, Corpus: o.corpus, RefLogits: o.refLogits, SaveRef: o.saveRef,
@@ -127,16 +142,28 @@ func runVerify(cmd *cobra.Command, g *globals, o *verifyOptions, artifact string
 	rep.Command = commandLine(cmd, artifact)
 	rep.GquantVersion = version
 	fails := rep.Apply(limits)
-	if err := rep.WriteText(cmd.OutOrStdout()); err != nil {
+	text := cmd.OutOrStdout()
+	if o.jsonOut == stdoutName { // standard output carries the JSON alone; the text goes to stderr
+		text = io.Discard
+		if !g.quiet {
+			text = stderr
+		}
+	}
+	if err := rep.WriteText(text); err != nil {
 		return err
 	}
 	if o.jsonOut != "" {
-		if err := rep.WriteJSON(o.jsonOut); err != nil {
+		if err := writeJSON(cmd.OutOrStdout(), o.jsonOut, rep); err != nil {
 			return err
 		}
 	}
 	if o.plot != "" {
 		if err := rep.WritePlot(o.plot); err != nil {
+			return err
+		}
+	}
+	if o.html != "" {
+		if err := rep.WriteHTML(o.html); err != nil {
 			return err
 		}
 	}

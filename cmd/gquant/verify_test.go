@@ -30,7 +30,7 @@ func TestVerifyExitCodes(t *testing.T) {
 		code := execute(append(append([]string{}, base...), extra...), &out, &errb)
 		return code, out.String(), errb.String()
 	}
-	code, out, stderr := run("--min-snr", "30", "--max-kl", "0", "--min-top1", "1", "--json", js)
+	code, out, stderr := run("--min-snr", "30", "--max-kl", "0", "--min-top1", "100", "--json", js)
 	if code != exitOK || !strings.Contains(out, "logits SNR        inf dB") {
 		t.Fatalf("identical model: exit %d, stderr %q, stdout:\n%s", code, stderr, out)
 	}
@@ -52,8 +52,8 @@ func TestVerifyExitCodes(t *testing.T) {
 	if code, _, stderr = run("--json", js); code != exitError || !strings.Contains(stderr, "exists") {
 		t.Errorf("existing output without --force: exit %d, stderr %q", code, stderr)
 	}
-	if code, _, _ = run("--min-top1", "2"); code != exitUsage {
-		t.Errorf("--min-top1 2: exit %d, want %d", code, exitUsage)
+	if code, _, _ = run("--min-top1", "101"); code != exitUsage {
+		t.Errorf("--min-top1 101: exit %d, want %d", code, exitUsage)
 	}
 	if code, _, _ = run("--corpus", filepath.Join(dir, "missing.txt")); code != exitError {
 		t.Errorf("missing corpus: exit %d, want %d", code, exitError)

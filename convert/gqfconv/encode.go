@@ -49,11 +49,11 @@ func newPolicy(inv *convert.Inventory, sch scheme, o *Options) (*policy, error) 
 	switch p.group {
 	case 16, 32, 64, 128, 256:
 	default:
-		return nil, fmt.Errorf("group size: %d is not 16, 32, 64, 128 or 256", p.group)
+		return nil, problems.Usage(fmt.Errorf("group size: %d is not 16, 32, 64, 128 or 256", p.group))
 	}
 	var err error
 	if p.keep, err = keepPattern(o.Keep); err != nil {
-		return nil, err
+		return nil, problems.Usage(err)
 	}
 	statsName := o.StatsPath
 	if statsName == "" && o.Stats != nil {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"os"
+
+	"github.com/gquant/gquant/internal/mapped"
 )
 
 // KeyAlignment is the metadata key that sets the data alignment (UINT32, a power of two).
@@ -68,10 +70,11 @@ func Open(path string) (*File, error) {
 	case st.Size() > math.MaxInt:
 		return nil, fmt.Errorf("%s: header: file of %d bytes is too large to map", path, st.Size())
 	}
-	data, unmap, err := mapFile(fd, int(st.Size()))
+	data, err := mapped.Map(fd, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: mmap: %w", path, err)
 	}
+	unmap := func() error { return mapped.Unmap(data) }
 	f, err := Parse(data, path)
 	if err != nil {
 		unmap()

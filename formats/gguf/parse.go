@@ -40,11 +40,11 @@ type parser struct {
 // fail formats the one-line error "<file>: <subject>: <message>".
 // The subject, a key or tensor name from the file, is quoted when it is not printable.
 func (p *parser) fail(subject string, err error) error {
-	return fmt.Errorf("%s: %s: %w", p.Name, printable(subject), err)
+	return fmt.Errorf("%s: %s: %w", p.Name, Printable(subject), err)
 }
 
 func (p *parser) failf(subject, format string, args ...any) error {
-	return fmt.Errorf("%s: %s: %s", p.Name, printable(subject), fmt.Sprintf(format, args...))
+	return fmt.Errorf("%s: %s: %s", p.Name, Printable(subject), fmt.Sprintf(format, args...))
 }
 
 func (p *parser) parse() error {

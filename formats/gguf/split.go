@@ -189,7 +189,7 @@ func (s *SplitFile) buildIndex() error {
 	for p, f := range s.Parts {
 		for i, t := range f.Tensors {
 			if j, dup := s.index[t.Name]; dup {
-				return fmt.Errorf("%s: %s: duplicate tensor, also in %s", f.Name, printable(t.Name), s.Parts[s.Tensors[j].Part].Name)
+				return fmt.Errorf("%s: %s: duplicate tensor, also in %s", f.Name, Printable(t.Name), s.Parts[s.Tensors[j].Part].Name)
 			}
 			s.index[t.Name] = len(s.Tensors)
 			s.Tensors = append(s.Tensors, SplitTensor{TensorInfo: t, Part: p, Index: i})

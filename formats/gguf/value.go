@@ -269,9 +269,9 @@ func appendSlice[E any](b le, xs []E) le {
 	return b
 }
 
-// printable returns s for use in a one-line error: as is when it is valid UTF-8 made of
+// Printable returns s for a one-line error or a terminal: as is when it is valid UTF-8 made of
 // printable characters, quoted with Go escapes otherwise (a hostile name may hold newlines).
-func printable(s string) string {
+func Printable(s string) string {
 	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		return strconv.Quote(s)
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"google.golang.org/protobuf/proto"
+
+	"github.com/gquant/gquant/internal/mapped"
 )
 
 // File format constants.
@@ -58,10 +60,11 @@ func Open(path string) (*File, error) {
 	if st.Size() > int64(^uint(0)>>1) {
 		return nil, fmt.Errorf("%s: file too large to map", path)
 	}
-	b, unmap, err := mapFile(fh, int(st.Size()))
+	b, err := mapped.Map(fh, st.Size())
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: mmap: %w", path, err)
 	}
+	unmap := func() error { return mapped.Unmap(b) }
 	f, err := Parse(path, b)
 	if err != nil {
 		unmap()
@@ -148,7 +151,7 @@ func (f *File) Release(t *Tensor) {
 		return // parsed from memory: nothing mapped
 	}
 	for _, b := range t.Buffers() {
-		release(f.Bytes(b))
+		mapped.Release(f.Bytes(b))
 	}
 }
 

@@ -115,6 +115,20 @@ func readOptionalJSON(path string) (map[string]any, error) {
 	return m, nil
 }
 
+// Files lists the files of the model folder dir that gquant reads (those present): config.json,
+// generation_config.json, the tokenizer files, the safetensors index and every *.safetensors
+// file. A command refuses to write over any of them.
+func Files(dir string) []string {
+	var files []string
+	for _, name := range []string{ConfigName, GenerationConfigName, TokenizerName, TokenizerConfigName, safetensors.IndexName} {
+		if p := filepath.Join(dir, name); isFile(p) {
+			files = append(files, p)
+		}
+	}
+	st, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	return append(files, st...)
+}
+
 // hasCheckpoint explains the absence of safetensors weights, naming PyTorch files if found.
 func hasCheckpoint(dir string) error {
 	st, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))

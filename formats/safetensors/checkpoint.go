@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	st "github.com/nlpodyssey/safetensors"
+
+	"github.com/gquant/gquant/internal/mapped"
 )
 
 // IndexName is the file name of a sharded checkpoint's index.
@@ -129,20 +131,21 @@ func openFile(path string, ps *problemList) *mappedFile {
 		ps.add(path, "", "is a directory, want a .safetensors file")
 		return nil
 	}
-	mapping, err := mapFile(f, fi.Size())
+	mapping, err := mapped.Map(f, fi.Size())
 	if err != nil {
 		ps.add(path, "", "cannot map the file: %v", err)
 		return nil
 	}
+	mapped.Random(mapping) // reading the header must not pull the data behind it in
 	h := checkHeader(path, mapping, ps)
 	if h == nil {
-		_ = unmapFile(mapping)
+		_ = mapped.Unmap(mapping)
 		return nil
 	}
 	lib, err := st.Deserialize(mapping)
 	if err != nil { // checkHeader accepts only what the library accepts: a bug if reached
 		ps.add(path, "", "safetensors library rejects the header: %v", err)
-		_ = unmapFile(mapping)
+		_ = mapped.Unmap(mapping)
 		return nil
 	}
 	return &mappedFile{path: path, mapping: mapping, header: h, lib: lib}
@@ -223,7 +226,7 @@ func (c *Checkpoint) Data(name string) ([]byte, error) {
 	if !ok || view.DataLen() != uint64(t.Size) {
 		return nil, fmt.Errorf("%s: %s: library view disagrees with the header", t.File, quoteName(name))
 	}
-	advise(f.mapping, t.Offset, t.Size, true)
+	mapped.Advise(f.mapping, t.Offset, t.Size, true)
 	return view.Data(), nil
 }
 
@@ -233,7 +236,7 @@ func (c *Checkpoint) Data(name string) ([]byte, error) {
 func (c *Checkpoint) Release(name string) {
 	if i, ok := c.index[name]; ok && !c.closed {
 		t := c.tensors[i]
-		advise(c.files[c.where[i]].mapping, t.Offset, t.Size, false)
+		mapped.Advise(c.files[c.where[i]].mapping, t.Offset, t.Size, false)
 	}
 }
 
@@ -245,7 +248,7 @@ func (c *Checkpoint) Close() error {
 	c.closed = true
 	var first error
 	for _, f := range c.files {
-		if err := unmapFile(f.mapping); err != nil && first == nil {
+		if err := mapped.Unmap(f.mapping); err != nil && first == nil {
 			first = fmt.Errorf("%s: %w", f.path, err)
 		}
 		f.mapping = nil

@@ -155,26 +155,141 @@ func TestFailures(t *testing.T) {
 	}
 	wantEntries(t, dir)
 
-	// The rename fails: the path is a non-empty directory.
+	// The path is a directory: refused before any temporary file is made.
 	busy := filepath.Join(dir, "busy")
 	if err := os.MkdirAll(filepath.Join(busy, "inner"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f := createWith(t, busy, "data")
+	if _, err := Create(busy); err == nil || err.Error() != busy+": is a directory" {
+		t.Errorf("Create over a directory: %v", err)
+	}
+	wantEntries(t, dir, "busy")
+	// The rename fails (the directory's target changes between Create and Commit): the
+	// temporary file goes and the error names the path.
+	late := filepath.Join(dir, "late")
+	f := createWith(t, late, "data")
+	if err := os.MkdirAll(filepath.Join(late, "inner"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	err := f.Commit()
-	if err == nil || strings.Contains(err.Error(), ".tmp-") || !strings.HasPrefix(err.Error(), busy+": ") ||
+	if err == nil || strings.Contains(err.Error(), ".tmp-") || !strings.HasPrefix(err.Error(), late+": ") ||
 		!(errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EISDIR)) {
 		t.Errorf("Commit over a directory: %v", err)
 	}
-	wantEntries(t, dir, "busy")
+	wantEntries(t, dir, "busy", "late")
+	wantEntries(t, late, "inner")
 	if err := f.Abort(); err != nil { // nothing left to remove
 		t.Errorf("Abort after a failed Commit: %v", err)
 	}
 	if err := WriteFile(busy, []byte("data")); err == nil || !strings.HasPrefix(err.Error(), busy+": ") {
 		t.Errorf("WriteFile over a directory: %v", err)
 	}
-	wantEntries(t, dir, "busy")
+	wantEntries(t, dir, "busy", "late")
 	wantEntries(t, busy, "inner")
+}
+
+// A symbolic link is written through: its target gets the new bytes, the link stays a link
+// (also for a link to a link, and a dangling one, whose target is created).
+func TestSymlink(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.json")
+	os.WriteFile(real, []byte("old"), 0o644)
+	link := filepath.Join(dir, "link.json")
+	link2 := filepath.Join(dir, "link2.json")
+	dangling := filepath.Join(dir, "dangling.json")
+	if os.Symlink("real.json", link) != nil || os.Symlink(link, link2) != nil || os.Symlink("new.json", dangling) != nil {
+		t.Skip("no symbolic links here")
+	}
+	for _, p := range []string{link, link2} {
+		if err := CheckNew(p, false); err == nil {
+			t.Errorf("%s: an existing target needs force", p)
+		}
+		if err := WriteFile(p, []byte("via "+filepath.Base(p))); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Lstat(p); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("%s is no longer a symbolic link", p)
+		}
+		wantContent(t, real, []byte("via "+filepath.Base(p)))
+	}
+	if err := WriteFile(dangling, []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	wantContent(t, filepath.Join(dir, "new.json"), []byte("new"))
+	wantEntries(t, dir, "dangling.json", "link.json", "link2.json", "new.json", "real.json")
+}
+
+// A device is written in place and needs no force; its node is never replaced.
+func TestDevice(t *testing.T) {
+	const null = "/dev/null"
+	fi, err := os.Stat(null)
+	if err != nil || fi.Mode()&fs.ModeCharDevice == 0 {
+		t.Skip("no /dev/null")
+	}
+	if err := CheckNew(null, false); err != nil {
+		t.Errorf("CheckNew(/dev/null): %v", err)
+	}
+	f, err := Create(null)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(null); err != nil || fi.Mode()&fs.ModeCharDevice == 0 {
+		t.Fatalf("/dev/null is no longer a device: %v %v", fi, err)
+	}
+}
+
+// Interrupt removes the temporary files in flight and the outputs committed so far, and
+// refuses new ones.
+func TestInterrupt(t *testing.T) {
+	defer func() { live.mu.Lock(); live.interrupted = false; live.mu.Unlock() }()
+	dir := t.TempDir()
+	if err := WriteFile(filepath.Join(dir, "done.json"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	f := createWith(t, filepath.Join(dir, "half.gguf"), "part")
+	wantEntries(t, dir, filepath.Base(f.Name()), "done.json")
+	Interrupt()
+	wantEntries(t, dir)
+	if err := f.Commit(); err == nil {
+		t.Errorf("Commit after Interrupt succeeded")
+	}
+	wantEntries(t, dir)
+	if _, err := Create(filepath.Join(dir, "later")); !errors.Is(err, ErrInterrupted) {
+		t.Errorf("Create after Interrupt: %v", err)
+	}
+}
+
+func TestCheckOutputs(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "model.safetensors")
+	os.WriteFile(in, []byte("weights"), 0o644)
+	hard := filepath.Join(dir, "hard.bin")
+	os.Link(in, hard)
+	sym := filepath.Join(dir, "sym.bin")
+	os.Symlink(in, sym)
+	for _, out := range []string{in, hard, sym, filepath.Join(dir, ".", "model.safetensors")} {
+		err := CheckOutputs(true, []string{in}, out)
+		if err == nil || !strings.Contains(err.Error(), "an input of this run") || !strings.HasPrefix(err.Error(), out+": ") {
+			t.Errorf("output %s = input: %v", out, err)
+		}
+	}
+	a, b := filepath.Join(dir, "a.json"), filepath.Join(dir, "a.json")
+	if err := CheckOutputs(true, nil, a, "", "-", b); err == nil || !strings.Contains(err.Error(), "another output") {
+		t.Errorf("two outputs with one name: %v", err)
+	}
+	if err := CheckOutputs(false, []string{in, filepath.Join(dir, "missing")}, filepath.Join(dir, "new.gguf"), "-"); err != nil {
+		t.Errorf("fresh output: %v", err)
+	}
+	if err := CheckOutputs(false, []string{in}, hard); err == nil || !errors.Is(err, fs.ErrExist) {
+		t.Errorf("existing output without force: %v", err)
+	}
+	wantContent(t, in, []byte("weights"))
 }
 
 func TestCheckNew(t *testing.T) {

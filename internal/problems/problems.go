@@ -23,3 +23,18 @@ func First(s []string, n int) []string {
 	}
 	return append(append([]string(nil), s[:n]...), fmt.Sprintf("and %d more", len(s)-n))
 }
+
+// UsageError marks an error in how a tool was asked to run (an option's value), not in its
+// input: commands exit 2 for it, as for a bad flag.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Usage wraps err as a UsageError (nil stays nil).
+func Usage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &UsageError{err}
+}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gquant/gquant/internal/mapped"
 )
 
 // Pool is a persistent set of workers for fork-join loops over row ranges. Run splits a range
@@ -150,6 +152,9 @@ func (p *Pool) Run(n, grain int, f func(w, lo, hi int)) {
 	p.job = poolJob{}
 	if v := p.panicVal; v != nil {
 		p.panicVal = nil
+		if err, ok := v.(error); ok { // kept for errors.As (a fault in a mapped file: see mapped.Fault)
+			panic(fmt.Errorf("kernels: pool worker panicked: %w", err))
+		}
 		panic(fmt.Sprintf("kernels: pool worker panicked: %v", v))
 	}
 }
@@ -229,6 +234,7 @@ func (p *Pool) wait() {
 // loop is worker w's goroutine.
 func (p *Pool) loop(w int, pw *poolWorker) {
 	defer p.wg.Done()
+	mapped.Guard() // weights may be mapped: a fault is a panic that Run re-raises on its caller
 	var seen uint64
 	for {
 		seen = p.next(pw, seen)

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gquant/gquant/formats/gguf"
+)
+
+const (
+	stories260k = "../../testdata/models/stories260k"
+	stories3m   = "../../testdata/models/stories3m"
+	evalCorpus  = "../../testdata/corpora/tinystories-eval.txt"
+	calibCorpus = "../../testdata/corpora/tinystories-calib.txt"
+)
+
+// TestMain lets a test run this binary as gquant itself (GQUANT_RUN_MAIN=1), for what needs a
+// real process: signals.
+func TestMain(m *testing.M) {
+	if os.Getenv("GQUANT_RUN_MAIN") == "1" {
+		os.Args = append([]string{"gquant"}, os.Args[1:]...)
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// copyModel copies a bundled model folder, so that a test may try to destroy it.
+func copyModel(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// sameBytes checks that path still holds want.
+func sameBytes(t *testing.T, path string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s changed (%v)", path, err)
+	}
+}
+
+// No output may be one of the inputs, even with --force, under any name.
+func TestOutputIsNeverAnInput(t *testing.T) {
+	model := copyModel(t, stories260k)
+	weights := filepath.Join(model, "model.safetensors")
+	orig, err := os.ReadFile(weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	corpus := filepath.Join(dir, "calib.txt")
+	b, _ := os.ReadFile(calibCorpus)
+	os.WriteFile(corpus, b, 0o644)
+	link := filepath.Join(dir, "link.safetensors")
+	os.Symlink(weights, link)
+	gqfFile := filepath.Join(dir, "m.gqf")
+	if code, _, e := run("convert", model, "--format", "gqf", "--scheme", "f16", "-o", gqfFile, "-q"); code != exitOK {
+		t.Fatal(e)
+	}
+	gqfBytes, _ := os.ReadFile(gqfFile)
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"convert over its weights", []string{"convert", model, "-o", weights, "--force"}},
+		{"convert over a link to its weights", []string{"convert", model, "-o", link, "--force"}},
+		{"convert over its config", []string{"convert", model, "-o", filepath.Join(model, "config.json"), "--force"}},
+		{"convert --json over its weights", []string{"convert", model, "-o", filepath.Join(dir, "x.gguf"), "--json", weights, "--force"}},
+		{"calibrate over its corpus", []string{"calibrate", model, "--corpus", corpus, "-o", corpus, "--force"}},
+		{"export over its input", []string{"export", gqfFile, "--to", "onnx", "-o", gqfFile, "--force"}},
+		{"verify --json over the artifact", []string{"verify", gqfFile, "--ref", model, "--corpus", corpus, "--json", gqfFile, "--force"}},
+		{"verify --plot over the corpus", []string{"verify", gqfFile, "--ref", model, "--corpus", corpus, "--plot", corpus, "--force"}},
+		{"verify two outputs in one file", []string{"verify", gqfFile, "--ref", model, "--corpus", corpus, "--json", filepath.Join(dir, "r"), "--plot", filepath.Join(dir, "r")}},
+	} {
+		code, _, stderr := run(c.args...)
+		if code != exitError || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "of this run") {
+			t.Errorf("%s: exit %d, %q", c.name, code, stderr)
+		}
+	}
+	sameBytes(t, weights, orig)
+	sameBytes(t, corpus, b)
+	sameBytes(t, gqfFile, gqfBytes)
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the link is gone")
+	}
+	// Writing into the model's folder under another name stays allowed (model repos do it).
+	if code, _, e := run("convert", model, "-o", filepath.Join(model, "m-q8_0.gguf"), "--scheme", "q8_0", "-q"); code != exitOK {
+		t.Errorf("an output beside the weights: %s", e)
+	}
+}
+
+// --json FILE is the same in every verb; - prints on stdout; a symlinked FILE stays a link.
+func TestJSONFlag(t *testing.T) {
+	dir := t.TempDir()
+	gg := filepath.Join(dir, "m.gguf")
+	if code, _, e := run("convert", stories260k, "--scheme", "q8_0", "-o", gg, "-q"); code != exitOK {
+		t.Fatal(e)
+	}
+	code, out, e := run("inspect", gg, "--json", "-")
+	var v map[string]any
+	if code != exitOK || json.Unmarshal([]byte(out), &v) != nil || v["format"] != "gguf" {
+		t.Fatalf("inspect --json -: exit %d, %s, stdout %.100q", code, e, out)
+	}
+	real := filepath.Join(dir, "real.json")
+	os.WriteFile(real, []byte("old"), 0o644)
+	link := filepath.Join(dir, "report.json")
+	if err := os.Symlink("real.json", link); err != nil {
+		t.Skip("no symbolic links")
+	}
+	if code, _, e := run("inspect", gg, "--json", link); code != exitError || !strings.Contains(e, "output exists") {
+		t.Errorf("an existing --json target needs --force: exit %d %s", code, e)
+	}
+	os.Remove(real) // a dangling link: its target is created
+	if code, out, e := run("inspect", gg, "--json", link); code != exitOK || out != "" {
+		t.Fatalf("inspect --json FILE: exit %d, %s, stdout %q", code, e, out)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("--json replaced the symbolic link")
+	}
+	if b, err := os.ReadFile(real); err != nil || json.Unmarshal(b, &v) != nil {
+		t.Errorf("the link's target holds no report: %v", err)
+	}
+	// verify --json -: the report on stdout, the text on stderr.
+	code, out, e = run("verify", gg, "--ref", stories260k, "--corpus", evalCorpus, "--ctx", "64", "--chunks", "2",
+		"--gen", "2", "--json", "-")
+	if code != exitOK || json.Unmarshal([]byte(out), &v) != nil || v["schema"] == nil || !strings.Contains(e, "logits SNR") {
+		t.Errorf("verify --json -: exit %d, stderr %q, stdout %.200q", code, e, out)
+	}
+	// The flag needs its value.
+	if code, _, _ := run("inspect", gg, "--json"); code != exitUsage {
+		t.Errorf("--json without FILE: exit %d, want 2", code)
+	}
+}
+
+// Bad flag values are usage errors (exit 2) with one line naming the flag, before any work.
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "m.gqf")
+	for _, args := range [][]string{
+		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--group-size", "7", "-o", out},
+		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--keep", "((", "-o", out},
+		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--method", "gptq", "-o", out},
+		{"convert", stories260k, "--format", "gqf", "--scheme", "w8a16", "--range", "percentile", "--percentile", "150", "--corpus", calibCorpus, "-o", out},
+		{"convert", stories260k, "--scheme", "q8_0", "--threads", "-1", "-o", out},
+		{"convert", stories260k, "--scheme", "q8_0", "--split-max-size", "1000", "-o", out},
+		{"convert", stories260k, "--scheme", "q8_0", "--split-max-size", "99999999999999G", "-o", out},
+		{"convert", stories260k, "--scheme", "q8_0", "-o", "-"},
+		{"calibrate", stories260k, "--corpus", calibCorpus, "--percentile", "150", "-o", out},
+		{"calibrate", stories260k, "--corpus", calibCorpus, "--threads", "-3", "-o", out},
+		{"verify", stories260k, "--ref", stories260k},
+		{"verify", stories260k, "--corpus", evalCorpus},
+		{"verify", stories260k, "--ref", stories260k, "--corpus", evalCorpus, "--min-snr", "NaN"},
+		{"verify", stories260k, "--ref", stories260k, "--corpus", evalCorpus, "--max-kl", "NaN"},
+		{"verify", stories260k, "--ref", stories260k, "--corpus", evalCorpus, "--min-top1", "101"},
+		{"verify", stories260k, "--ref", stories260k, "--corpus", evalCorpus, "--threads", "-1"},
+		{"run", stories260k, "Once", "--temp", "NaN"},
+		{"run", stories260k, "Once", "--top-p", "2"},
+		{"run", stories260k, "Once", "--top-k", "-1"},
+		{"run", stories260k, "Once", "--threads", "-1"},
+		{"bench", stories260k, "--threads", "-1"},
+	} {
+		code, _, stderr := run(args...)
+		if code != exitUsage || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, want 2: %q", args, code, stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a usage error left %v", entries)
+	}
+}
+
+// inspect never prints a name raw (a terminal escape in a tensor name), and names what a file
+// that is none of its formats starts with.
+func TestInspectHostileNames(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "evil.gguf")
+	h := &gguf.Header{
+		KVs:     []gguf.KV{{Key: "general.architecture", Value: "llama"}, {Key: "evil\x1b[2J.key", Value: "x"}},
+		Tensors: []gguf.TensorInfo{{Name: "blk.0\n\x1b[31mred", Type: gguf.F32, Shape: []uint64{4}}},
+	}
+	w, err := gguf.Create(path, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteTensor(0, make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, e := run("inspect", path)
+	if code != exitOK || strings.Contains(out, "\x1b") || !strings.Contains(out, `"blk.0\n\x1b[31mred"`) || !strings.Contains(out, `"evil\x1b[2J.key"`) {
+		t.Errorf("inspect: exit %d, %s, stdout %q", code, e, out)
+	}
+	for name, content := range map[string]string{"m.onnx": "\x08\x07\x12\x07pytorch", "c.json": `{"a": 1}`} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(content), 0o644)
+		code, _, e := run("inspect", p)
+		if code != exitError || !strings.Contains(e, p+": not a GGUF, gqf or safetensors file") {
+			t.Errorf("inspect %s: exit %d, %q", name, code, e)
+		}
+	}
+	bad := filepath.Join(dir, "bad.gguf")
+	os.WriteFile(bad, []byte("GGUX\x03\x00\x00\x00...."), 0o644)
+	if code, _, e := run("inspect", bad); code != exitError || strings.Contains(e, "safetensors") || !strings.Contains(e, bad) {
+		t.Errorf("inspect of a GGUF with a bad magic: exit %d, %q", code, e)
+	}
+}
+
+// SIGINT, SIGTERM or SIGHUP during a run: every temporary file and every output of the run is
+// removed, and the exit status is 128+signal.
+func TestInterruptLeavesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs gquant as a child process")
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			q8 := filepath.Join(dir, "m.gguf")
+			if code, _, e := run("convert", stories3m, "--scheme", "q8_0", "-o", q8, "-q"); code != exitOK {
+				t.Fatal(e)
+			}
+			out := filepath.Join(dir, "out")
+			os.Mkdir(out, 0o755)
+			cmd := exec.Command(os.Args[0], "verify", q8, "--ref", stories3m, "--corpus", evalCorpus, "--ctx", "256",
+				"--threads", "1", "--save-ref", filepath.Join(out, "ref.kld"), "--json", filepath.Join(out, "r.json"), "-q")
+			cmd.Env = append(os.Environ(), "GQUANT_RUN_MAIN=1")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Wait for the reference file's temporary file: the run is under way.
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				if m, _ := filepath.Glob(filepath.Join(out, ".ref.kld.tmp-*")); len(m) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					t.Fatal("no temporary file appeared")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != 128+int(sig) {
+				t.Errorf("exit: %v, want %d (stderr %q)", err, 128+int(sig), stderr.String())
+			}
+			if s := stderr.String(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "interrupted") {
+				t.Errorf("stderr %q", s)
+			}
+			if entries, _ := os.ReadDir(out); len(entries) != 0 {
+				t.Errorf("the interrupted run left %v", entries)
+			}
+		})
+	}
+}
