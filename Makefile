@@ -2,7 +2,8 @@
 #   make demo   the main job on the bundled model (stories260k): calibrate, convert to GGUF and to
 #               gqf (w8a16, for NPUs), verify every artifact against the bf16 checkpoint on
 #               held-out text (fails if too far), export ONNX QDQ and AIMET encodings
-#   make test   everything CI runs: vet, unit tests (asm and pure Go, GOAMD64 v1 and v3) and the
+#   make test   everything CI runs: vet, unit tests (asm and pure Go, GOAMD64 v1 and v3), 10 s of
+#               each fuzz target and the
 #               interop tests against stock llama.cpp (node-llama-cpp)
 
 GO        ?= go
@@ -14,7 +15,7 @@ EVAL      ?= testdata/corpora/tinystories-eval.txt
 OUT       ?= out
 export GQUANT_NODE_MODULES := $(NODE_MODS)
 
-.PHONY: demo test build npm-deps vet clean device-build
+.PHONY: demo test build npm-deps vet clean device-build fuzz
 
 build:
 	$(GO) build -o bin/gquant ./cmd/gquant
@@ -63,6 +64,19 @@ test: vet npm-deps
 	GQUANT_REQUIRE_PEERS=1 $(GO) test -count=1 ./...
 	$(GO) test -count=1 -tags purego ./quantize/... ./runtime/...
 	GOAMD64=v1 $(GO) test -count=1 ./quantize/... ./runtime/... ./formats/... ./convert/...
+	$(MAKE) fuzz
+
+# Each fuzz target for FUZZTIME (10 s in CI). -fuzzminimizetime bounds the minimisation of a
+# seed that grows coverage, so the time goes to fuzzing (the gqf and imatrix targets spent it
+# all minimising before).
+FUZZTIME    ?= 10s
+FUZZ_TARGETS := formats/gguf:FuzzOpen formats/safetensors:FuzzHeader formats/hf:FuzzConfig \
+	formats/tokenizer:FuzzEncode formats/tokenizer:FuzzParse formats/imatrix:FuzzParse formats/gqf:FuzzParse
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1s ./$$pkg; \
+	done
 
 clean:
 	rm -rf bin $(OUT)
