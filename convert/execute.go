@@ -229,6 +229,9 @@ func (e *ggufEncoder) Encode(src []float32, r0, r1, cols int, emit func(int, uin
 	} else if *bp, err = encodeRows(*bp, e.typ, e.name, src, nr, cols, e.imatrix); err != nil {
 		return err
 	}
+	if err := checkScales(e.typ, src[:nr*cols], *bp, r0, cols); err != nil {
+		return err
+	}
 	return emit(0, uint64(r0)*uint64(rowBytes), *bp)
 }
 
@@ -249,13 +252,80 @@ func putBuf(bp *[]byte) { bufs.Put(bp) }
 func EmitFloats(typ gguf.Type, v []float32, buf int, off uint64, emit func(int, uint64, []byte) error) error {
 	bp := getBuf()
 	defer putBuf(bp)
-	*bp = putFloats(*bp, typ, v)
+	var bad int
+	if *bp, bad = putFloats(*bp, typ, v); bad >= 0 {
+		return &OverflowError{Index: bad, X: v[bad]}
+	}
 	return emit(buf, off, *bp)
 }
 
+// OverflowError is EmitFloats' error for a finite value that fp16 cannot hold.
+type OverflowError struct {
+	Index int // in the values given
+	X     float32
+}
+
+func (e *OverflowError) Error() string {
+	return overflowErr(e.X, fmt.Sprintf("element %d", e.Index), gguf.F16).Error()
+}
+
+// At gives the error for values that are rows [r0, …) of cols columns.
+func (e *OverflowError) At(r0, cols int) error {
+	return overflowErr(e.X, fmt.Sprintf("row %d, column %d", r0+e.Index/cols, e.Index%cols), gguf.F16)
+}
+
+// overflowErr is the error for a finite value x at pos that typ cannot hold (its caller names
+// the tensor).
+func overflowErr(x float32, pos string, typ gguf.Type) error {
+	if typ == gguf.F16 {
+		return fmt.Errorf("%s: %g does not fit fp16 (largest %g): use bf16 or f32", pos, x, half.F16Max)
+	}
+	return fmt.Errorf("%s: %g overflows the fp16 block scale of %s (weights up to %g fit every type): use bf16 or f32 for this tensor", pos, x, typ, half.F16Max)
+}
+
+// checkScales catches weights too large for typ's fp16 scales (or values): when some |x| in
+// src exceeds the largest fp16, it decodes the encoded rows and fails when a value is not
+// finite or such a weight did not come back within half of itself. Real weights are far below
+// that bound, so this costs one scan.
+func checkScales(typ gguf.Type, src []float32, enc []byte, r0, cols int) error {
+	if typ == gguf.F32 || typ == gguf.BF16 {
+		return nil
+	}
+	big := -1
+	for i, x := range src {
+		if x > half.F16Max || x < -half.F16Max {
+			big = i
+			break
+		}
+	}
+	if big < 0 {
+		return nil
+	}
+	codec, err := quantize.For(typ)
+	if err != nil {
+		return err
+	}
+	dec := make([]float32, len(src))
+	codec.Dequantize(dec, enc)
+	for i, x := range dec {
+		bad := math.IsInf(float64(x), 0) || math.IsNaN(float64(x))
+		if y := src[i]; y > half.F16Max || y < -half.F16Max {
+			// The encoders' sums of squares overflow too: a huge weight can come back finite
+			// but lost (Q6_K), so it must come back near itself.
+			bad = bad || !(math.Abs(float64(x-y)) <= 0.5*math.Abs(float64(y)))
+		}
+		if bad {
+			return overflowErr(src[big], fmt.Sprintf("row %d, column %d", r0+big/cols, big%cols), typ)
+		}
+	}
+	return nil
+}
+
 // putFloats encodes v as little-endian float32, fp16 or bf16 (typ F32, F16 or BF16) into dst,
-// grown as needed.
-func putFloats(dst []byte, typ gguf.Type, v []float32) []byte {
+// grown as needed. bad is the index of the first finite value that became an fp16 infinity,
+// or −1.
+func putFloats(dst []byte, typ gguf.Type, v []float32) (out []byte, bad int) {
+	bad = -1
 	switch typ {
 	case gguf.F32:
 		dst = grow(dst, 4*len(v))
@@ -265,7 +335,11 @@ func putFloats(dst []byte, typ gguf.Type, v []float32) []byte {
 	case gguf.F16:
 		dst = grow(dst, 2*len(v))
 		for i, x := range v {
-			binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToF16(x))
+			h := half.F32ToF16(x)
+			if h&0x7FFF == 0x7C00 && bad < 0 && !math.IsInf(float64(x), 0) {
+				bad = i
+			}
+			binary.LittleEndian.PutUint16(dst[2*i:], h)
 		}
 	case gguf.BF16:
 		dst = grow(dst, 2*len(v))
@@ -275,14 +349,15 @@ func putFloats(dst []byte, typ gguf.Type, v []float32) []byte {
 	default:
 		panic("putFloats: type " + typ.String())
 	}
-	return dst
+	return dst, bad
 }
 
 // encodeRows encodes nr rows of n floats to type typ.
 func encodeRows(dst []byte, typ gguf.Type, name string, src []float32, nr, n int, imatrix []float32) ([]byte, error) {
 	switch typ {
 	case gguf.F32, gguf.F16, gguf.BF16:
-		return putFloats(dst, typ, src[:nr*n]), nil
+		dst, _ = putFloats(dst, typ, src[:nr*n]) // an fp16 overflow is checkScales' to report
+		return dst, nil
 	}
 	dst = grow(dst, nr*typ.RowBytes(n))
 	enc, err := quantize.For(typ)

@@ -241,3 +241,59 @@ func TestRecordedCommand(t *testing.T) {
 		t.Errorf("recorded %q, want %q", got, want)
 	}
 }
+
+// A finite weight that the output type cannot hold (beyond fp16 in F16, or making a block's
+// fp16 scale overflow) is an error naming the tensor and where, never a silent ±Inf.
+func TestConvertRejectsOverflow(t *testing.T) {
+	poison := func(t *testing.T, bits uint16) string {
+		dir := tinyModel(t)
+		c, err := safetensors.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ti, ok := c.Lookup("model.layers.1.mlp.up_proj.weight")
+		c.Close()
+		if !ok {
+			t.Fatal("tensor missing")
+		}
+		f, err := os.OpenFile(ti.File, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt([]byte{byte(bits), byte(bits >> 8)}, ti.Offset+2*777); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	const bf16_1e5, bf16_3e38, bf16_6e4 = 0x47c3, 0x7f61, 0x476a // 99840, 2.99e38, 59904
+	for _, c := range []struct {
+		bits uint16
+		args []string
+	}{
+		{bf16_1e5, []string{"--scheme", "f16"}},
+		{bf16_1e5, []string{"--format", "gqf", "--scheme", "f16"}},
+		{bf16_3e38, []string{"--scheme", "q8_0"}},
+		{bf16_3e38, []string{"--scheme", "q4_0"}},
+		{bf16_3e38, []string{"--scheme", "q4_k_m"}},
+		{bf16_3e38, []string{"--scheme", "iq4_nl"}},
+		{bf16_3e38, []string{"--scheme", "q8_0", "--tensor-type", "ffn_up=q6_k"}},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			dir := poison(t, c.bits)
+			outDir := t.TempDir()
+			code, _, stderr := run(append([]string{"convert", dir, "-o", filepath.Join(outDir, "m.out")}, c.args...)...)
+			assertOneLineError(t, code, stderr, "blk.1.ffn_up.weight: row 3, column 9: ", outDir)
+			if !strings.Contains(stderr, "fp16") {
+				t.Errorf("the error does not say what overflows: %s", stderr)
+			}
+		})
+	}
+	// A large weight that fits converts.
+	dir := poison(t, bf16_6e4)
+	for _, scheme := range []string{"f16", "q8_0", "q4_k_m"} {
+		if code, _, e := run("convert", dir, "-o", filepath.Join(t.TempDir(), "m.gguf"), "--scheme", scheme, "-q"); code != exitOK {
+			t.Errorf("%s with a weight of 59904: %s", scheme, e)
+		}
+	}
+}

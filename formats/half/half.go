@@ -4,6 +4,9 @@ package half
 
 import "math"
 
+// F16Max is the largest finite fp16 value.
+const F16Max float32 = 65504
+
 // BF16ToF32 widens a bfloat16 (exact).
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
