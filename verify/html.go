@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"html/template"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -100,12 +102,7 @@ func (r *Report) html() ([]byte, error) {
 	default:
 		pg.Verdict, pg.VerdictCSS = "FAILED: a threshold does not hold", "fail"
 	}
-	keys := make([]string, 0, len(r.Thresholds))
-	for k := range r.Thresholds {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(r.Thresholds)) {
 		t := r.Thresholds[k]
 		f, ok := thresholdFlags[k]
 		if !ok {

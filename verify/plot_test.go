@@ -55,18 +55,24 @@ func decodePNG(t *testing.T, b []byte) image.Image {
 	return img
 }
 
+// renderPlot draws the plot of a synthetic report with n blocks and decodes it.
+func renderPlot(t *testing.T, n int) image.Image {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "p.png")
+	if err := synthReport(n).WritePlot(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodePNG(t, b)
+}
+
 // The page keeps its size whatever the number of blocks: 12 × 8 inches at 96 dpi.
 func TestPlotSize(t *testing.T) {
 	for _, n := range []int{2, 36, 80} {
-		path := filepath.Join(t.TempDir(), "p.png")
-		if err := synthReport(n).WritePlot(path); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		img := decodePNG(t, b)
+		img := renderPlot(t, n)
 		if got := img.Bounds().Size(); got != (image.Point{X: 1152, Y: 768}) {
 			t.Errorf("%d blocks: %v pixels, want 1152×768", n, got)
 		}
@@ -169,15 +175,7 @@ func isThreshold(c interface{ RGBA() (r, g, b, a uint32) }) bool {
 // plot had no threshold line at all) and a vertical one in the KL panel.
 func TestPlotThresholdLines(t *testing.T) {
 	for _, n := range []int{2, 36, 80} {
-		path := filepath.Join(t.TempDir(), "p.png")
-		if err := synthReport(n).WritePlot(path); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		img := decodePNG(t, b)
+		img := renderPlot(t, n)
 		sz := img.Bounds().Size()
 		split := int(float64(sz.Y) * float64(plotSNRHeight/(plotSNRHeight+plotKLHeight)))
 		bestRow, bestCol := 0, 0

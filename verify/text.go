@@ -3,7 +3,8 @@ package verify
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -53,12 +54,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		p("greedy            %d/%d continuations of %d tokens reproduced exactly; first divergence per prompt: %s\n",
 			g.Exact, g.Prompts, g.Gen, strings.Join(s, " "))
 	}
-	keys := make([]string, 0, len(r.Thresholds))
-	for key := range r.Thresholds {
-		keys = append(keys, key)
-	}
-	sort.Strings(keys)
-	for _, key := range keys {
+	for _, key := range slices.Sorted(maps.Keys(r.Thresholds)) {
 		t := r.Thresholds[key]
 		verdict := "pass"
 		if !t.Passed {
