@@ -58,6 +58,9 @@ func Open(dir string, opts InventoryOptions) (*Inventory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", cfgPath, err)
 	}
+	if err := arch.CheckHF(spec, fam, m); err != nil {
+		return nil, err
+	}
 	inv.Family, inv.Spec = fam, spec
 	for _, t := range m.Checkpoint.Tensors() {
 		inv.Tensors[t.Name] = SourceTensor{Name: t.Name, DType: string(t.DType), Shape: t.Shape, File: t.File}

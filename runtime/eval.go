@@ -11,7 +11,8 @@ import (
 // Eval appends tokens to the sequence of st at position st.Pos() and returns logits: those of
 // every new position (len(tokens)×Vocab(), row-major) when allLogits is true, otherwise those
 // of the last one (Vocab()). The slice is the caller's. Evaluations of one model are
-// serialised.
+// serialised. Tokens beyond the model's context length (CheckContext) or the state's
+// capacity are refused before anything is allocated for them.
 func (m *Model) Eval(st *State, tokens []int, allLogits bool) ([]float32, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -25,7 +26,10 @@ func (m *Model) Eval(st *State, tokens []int, allLogits bool) ([]float32, error)
 	if n == 0 {
 		return nil, fmt.Errorf("%s: Eval: no tokens", m.path)
 	}
-	if st.pos+n > st.max {
+	if err := m.CheckContext(st.pos, n); err != nil {
+		return nil, err
+	}
+	if n > st.max-st.pos {
 		return nil, fmt.Errorf("%s: Eval: %d tokens at position %d exceed the state's capacity of %d", m.path, n, st.pos, st.max)
 	}
 	for _, id := range tokens {

@@ -26,13 +26,22 @@ type Sampler struct {
 // Generate evaluates prompt, then produces up to n tokens, calling emit with each one; it
 // stops early when emit returns false or, unless sample.IgnoreEOS, when the model produces an
 // end-of-sequence token or BOS (which TinyStories-style models use between stories); that
-// token is not emitted.
+// token is not emitted. A prompt and n that do not fit the model's context length (every
+// emitted token takes a position) are refused before anything is evaluated.
 func (m *Model) Generate(prompt []int, n int, sample Sampler, emit func(id int) bool) error {
 	if len(prompt) == 0 {
 		return fmt.Errorf("%s: Generate: empty prompt", m.path)
 	}
 	if n <= 0 {
 		return nil
+	}
+	// Every emitted token takes a position, the last one included (it is not evaluated).
+	if len(prompt) > m.spec.Context {
+		return fmt.Errorf("%s: prompt of %d tokens exceeds the model's context length %d", m.path, len(prompt), m.spec.Context)
+	}
+	if n > m.spec.Context-len(prompt) {
+		return fmt.Errorf("%s: prompt of %d tokens and %d new tokens exceed the model's context length %d (at most %d new tokens fit)",
+			m.path, len(prompt), n, m.spec.Context, m.spec.Context-len(prompt))
 	}
 	st := m.NewState(len(prompt) + n)
 	logits, err := m.Eval(st, prompt, false)

@@ -40,10 +40,16 @@ func openGGUF(path string) (*source, error) {
 	// token_embd when output.weight is absent, and so do we.
 	_, hasOutput := f.TensorIndex(string(arch.Output))
 	spec.Tied = !hasOutput
-	if spec.Vocab == 0 {
-		if i, found := f.TensorIndex(string(arch.TokenEmbd)); found && len(f.Tensors[i].Shape) == 2 {
-			spec.Vocab = int(f.Tensors[i].Shape[1])
-		}
+	stored := make([]arch.Stored, len(f.Tensors))
+	for i, t := range f.Tensors {
+		stored[i] = arch.Stored{Name: t.Name, Shape: hfShape(t.Shape)}
+	}
+	where := "the file"
+	if len(f.Parts) > 1 {
+		where = fmt.Sprintf("its %d parts", len(f.Parts))
+	}
+	if err := arch.CheckStored(spec, fam, "gguf", where, stored); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	tok, err := tokenizer.FromGGUF(get)
 	if err != nil {
@@ -55,14 +61,10 @@ func openGGUF(path string) (*source, error) {
 			return rawTensor{}, false
 		}
 		info := f.Tensors[i]
-		shape := make([]int, len(info.Shape))
-		for j, d := range info.Shape { // ggml's ne order is the reverse of HF's
-			shape[len(shape)-1-j] = int(d)
-		}
-		return rawTensor{name: name, typ: info.Type, shape: shape, data: f.TensorData(i)}, true
+		return rawTensor{name: name, typ: info.Type, shape: hfShape(info.Shape), data: f.TensorData(i)}, true
 	}
 	src := &source{
-		file: path, format: "gguf", family: fam, spec: spec, tok: tok, close: f.Close,
+		file: path, format: "gguf", ggufNames: true, family: fam, spec: spec, tok: tok, close: f.Close,
 		tensor: func(t arch.Tensor) (rawTensor, bool, error) {
 			rt, found := tensor(t.Ref.GGUFName())
 			return rt, found, nil
@@ -78,4 +80,13 @@ func openGGUF(path string) (*source, error) {
 	}
 	ok = true
 	return src, nil
+}
+
+// hfShape turns a ggml shape (ne order) into HF order, its reverse.
+func hfShape(ne []uint64) []int {
+	shape := make([]int, len(ne))
+	for j, d := range ne {
+		shape[len(shape)-1-j] = int(d)
+	}
+	return shape
 }

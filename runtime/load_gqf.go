@@ -153,6 +153,17 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, [2]float64, error)
 	if err != nil {
 		return nil, nil, [2]float64{}, fmt.Errorf("%s: config: %w", path, err)
 	}
+	stored := make([]arch.Stored, len(man.GetTensors()))
+	for i, t := range man.GetTensors() {
+		shape := make([]int, len(t.GetShape()))
+		for j, d := range t.GetShape() {
+			shape[j] = int(d)
+		}
+		stored[i] = arch.Stored{Name: t.GetName(), Shape: shape}
+	}
+	if err := arch.CheckStored(spec, fam, "gqf", "the file", stored); err != nil {
+		return nil, nil, [2]float64{}, fmt.Errorf("%s: config: %w", path, err)
+	}
 	tok, err := tokenizer.FromGGUF(man.Tokenizer.Getter())
 	if err != nil {
 		return nil, nil, [2]float64{}, fmt.Errorf("%s: tokenizer: %w", path, err)
@@ -166,7 +177,7 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, [2]float64, error)
 		}
 	}
 	src := &source{
-		file: path, format: "hf", family: fam, spec: spec, tok: tok, close: f.Close,
+		file: path, format: "hf", ggufNames: true, family: fam, spec: spec, tok: tok, close: f.Close,
 		tensor: func(t arch.Tensor) (rawTensor, bool, error) {
 			gt, found := f.Tensor(t.Ref.GGUFName())
 			if !found {

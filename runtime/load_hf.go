@@ -31,11 +31,14 @@ func openHF(dir string) (*source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", m.Config.Path(), err)
 	}
+	if err := arch.CheckHF(spec, fam, m); err != nil {
+		return nil, err
+	}
+	ck := m.Checkpoint
 	tok, err := tokenizer.Load(dir, tokenizer.Options{})
 	if err != nil {
 		return nil, err
 	}
-	ck := m.Checkpoint
 	src := &source{
 		file: dir, format: "hf", family: fam, spec: spec, tok: tok,
 		close: m.Close,

@@ -117,7 +117,7 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 		name := t.Ref.GGUFName()
 		if !found {
 			what := name
-			if src.format == "hf" {
+			if !src.ggufNames {
 				what = t.HFName
 			}
 			probs = append(probs, fmt.Sprintf("%s: missing", what))

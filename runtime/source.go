@@ -57,9 +57,11 @@ func (rt rawTensor) widened() (rawTensor, error) {
 type source struct {
 	file   string // the path the user gave, for errors
 	format string // "hf" or "gguf": the weights' RoPE pairing (arch.Family.RopeLayout)
-	family arch.Family
-	spec   *arch.Spec
-	tok    *tokenizer.Tokenizer
+	// ggufNames: the file names its tensors as GGUF does (GGUF and gqf files), for errors.
+	ggufNames bool
+	family    arch.Family
+	spec      *arch.Spec
+	tok       *tokenizer.Tokenizer
 	// tensor returns the stored tensor for an expected one; ok is false when it is absent.
 	tensor func(t arch.Tensor) (rt rawTensor, ok bool, err error)
 	// ropeFactors are llama3 rope frequency factors stored in the file (GGUF rope_freqs), or nil.

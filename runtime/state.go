@@ -1,6 +1,10 @@
 package runtime
 
-import "github.com/gquant/gquant/runtime/kernels"
+import (
+	"fmt"
+
+	"github.com/gquant/gquant/runtime/kernels"
+)
 
 // State is one sequence's KV cache and working buffers. It grows as tokens are added, up to
 // the capacity given to NewState.
@@ -33,10 +37,12 @@ type State struct {
 	rowOff int
 }
 
-// NewState returns an empty state for sequences of at most maxTokens tokens (0 or less: the
-// model's context length).
+// NewState returns an empty state for sequences of at most maxTokens tokens, and never more
+// than the model's context length (0 or less: the context length). Its KV cache grows with
+// the positions evaluated, up to that capacity; Eval refuses tokens beyond it, naming the
+// context length when that is the limit (CheckContext).
 func (m *Model) NewState(maxTokens int) *State {
-	if maxTokens <= 0 {
+	if maxTokens <= 0 || maxTokens > m.spec.Context {
 		maxTokens = m.spec.Context
 	}
 	st := &State{m: m, max: maxTokens}
@@ -53,8 +59,29 @@ func (m *Model) NewState(maxTokens int) *State {
 // Pos returns the number of tokens evaluated so far (the position of the next one).
 func (st *State) Pos() int { return st.pos }
 
-// Cap returns the most tokens the state holds.
+// Cap returns the most tokens the state holds (at most the model's context length).
 func (st *State) Cap() int { return st.max }
+
+// Context returns the model's context length: the most positions any sequence has.
+func (m *Model) Context() int { return m.spec.Context }
+
+// CheckContext returns an error, naming the model's context length, when n tokens at
+// position pos would take a position at or beyond it: the one context check of the runtime
+// (Eval, Generate), for callers to run on their requests before they allocate for them.
+func (m *Model) CheckContext(pos, n int) error {
+	ctx := m.spec.Context
+	if pos >= 0 && n >= 0 && n <= ctx-pos {
+		return nil
+	}
+	what, verb := fmt.Sprintf("%d tokens", n), "exceed"
+	if n == 1 {
+		what, verb = "1 token", "exceeds"
+	}
+	if pos != 0 {
+		what += fmt.Sprintf(" at position %d", pos)
+	}
+	return fmt.Errorf("%s: %s %s the model's context length %d", m.path, what, verb, ctx)
+}
 
 // Reset empties the state, keeping its memory.
 func (st *State) Reset() { st.pos = 0 }

@@ -101,6 +101,9 @@ func runBench(stdout io.Writer, o *benchOptions, model string) error {
 		return err
 	}
 	defer m.Close()
+	if err := m.CheckContext(0, max(o.prompt, o.gen)); err != nil {
+		return fmt.Errorf("%w (-p %d, -n %d)", err, o.prompt, o.gen)
+	}
 	ids := benchTokens(m.Vocab(), max(o.prompt, 1))
 	st := m.NewState(max(o.prompt, o.gen, 8))
 

@@ -91,6 +91,9 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	if err := checkThreads("convert", o.threads); err != nil {
 		return err
 	}
+	if o.maxLen < 0 {
+		return usageErr("convert: --max-len: %d is negative (0: the context, at most 128)", o.maxLen)
+	}
 	if o.threads == 0 {
 		o.threads = runtime.NumCPU()
 	}

@@ -269,3 +269,19 @@ func TestInterruptLeavesNothing(t *testing.T) {
 		})
 	}
 }
+
+// The context length holds before anything runs or allocates.
+func TestContextLimit(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", stories260k, "Once", "-n", "100000", "--ignore-eos"},
+		{"bench", stories260k, "-p", "100000"},
+	} {
+		code, out, e := run(args...)
+		if code != exitError || out != "" || !strings.Contains(e, "exceed the model's context length 512") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, e)
+		}
+	}
+	if code, _, _ := run("convert", stories260k, "--format", "gqf", "--scheme", "f16", "--max-len", "-1", "-o", filepath.Join(t.TempDir(), "m.gqf")); code != exitUsage {
+		t.Errorf("--max-len -1: exit %d, want 2", code)
+	}
+}

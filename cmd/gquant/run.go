@@ -83,6 +83,9 @@ func runRun(stdout io.Writer, o *runOptions, model, prompt string) error {
 	if len(ids) == 0 {
 		return fmt.Errorf("%s: prompt: encodes to no tokens", model)
 	}
+	if err := m.CheckContext(0, len(ids)+o.n); err != nil {
+		return fmt.Errorf("%w (a prompt of %d tokens, then -n %d)", err, len(ids), o.n)
+	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	fmt.Fprint(w, prompt)

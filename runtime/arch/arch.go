@@ -63,38 +63,9 @@ type Spec struct {
 	ExplicitHeadDim bool
 }
 
-// Validate checks the internal consistency of a spec; field names refer to HF config keys.
-func (s *Spec) Validate() error {
-	var probs []string
-	pos := func(v int, key string) {
-		if v <= 0 {
-			probs = append(probs, fmt.Sprintf("%s: must be positive, got %d", key, v))
-		}
-	}
-	pos(s.Hidden, "hidden_size")
-	pos(s.Intermediate, "intermediate_size")
-	pos(s.Layers, "num_hidden_layers")
-	pos(s.Heads, "num_attention_heads")
-	pos(s.KVHeads, "num_key_value_heads")
-	pos(s.HeadDim, "head_dim")
-	pos(s.Vocab, "vocab_size")
-	if s.Heads > 0 && s.KVHeads > 0 && s.Heads%s.KVHeads != 0 {
-		probs = append(probs, fmt.Sprintf("num_attention_heads: %d is not a multiple of num_key_value_heads %d", s.Heads, s.KVHeads))
-	}
-	if s.HeadDim%2 != 0 {
-		probs = append(probs, fmt.Sprintf("head_dim: %d is odd (RoPE needs pairs)", s.HeadDim))
-	}
-	if !(s.RMSEps > 0) {
-		probs = append(probs, fmt.Sprintf("rms_norm_eps: must be positive, got %g", s.RMSEps))
-	}
-	if !(s.RopeTheta > 0) {
-		probs = append(probs, fmt.Sprintf("rope_theta: must be positive, got %g", s.RopeTheta))
-	}
-	if len(probs) > 0 {
-		return fmt.Errorf("%s", strings.Join(probs, "; "))
-	}
-	return nil
-}
+// Validate checks the internal consistency of a spec and the range of its values (see
+// validate); field names refer to HF config keys.
+func (s *Spec) Validate() error { return s.validate(hfKeys) }
 
 // Role names a tensor's job. The GGUF name of a layer tensor is "blk.N." + role; of a global
 // tensor, the role itself.

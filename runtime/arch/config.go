@@ -111,6 +111,9 @@ func commonSpec(cfg map[string]any, family, ggufArch string, defaultTied bool) (
 		s.ExplicitHeadDim = true
 	} else if s.Heads > 0 {
 		s.HeadDim = s.Hidden / s.Heads
+		if s.HeadDim == 0 && s.Hidden > 0 {
+			r.err = append(r.err, fmt.Sprintf("num_attention_heads: %d exceeds hidden_size %d, and head_dim is not set (it would be 0)", s.Heads, s.Hidden))
+		}
 	}
 	s.Tied = r.boolOpt("tie_word_embeddings", defaultTied)
 
@@ -119,12 +122,16 @@ func commonSpec(cfg map[string]any, family, ggufArch string, defaultTied bool) (
 	if rope == nil {
 		rope = r.sub("rope_scaling")
 	}
-	s.RopeTheta = r.floatOpt("rope_theta", 0)
-	if s.RopeTheta == 0 && rope != nil {
-		s.RopeTheta = (&cfgReader{m: rope}).floatOpt("rope_theta", 0)
-	}
-	if s.RopeTheta == 0 {
-		s.RopeTheta = 10000
+	// rope_theta: present (even 0, which validate refuses) wins; then the nested one.
+	s.RopeTheta = 10000
+	if v, ok := r.num("rope_theta"); ok {
+		s.RopeTheta = v
+	} else if rope != nil {
+		rr := &cfgReader{m: rope}
+		if v, ok := rr.num("rope_theta"); ok {
+			s.RopeTheta = v
+		}
+		r.err = append(r.err, rr.err...)
 	}
 	if rope != nil {
 		rr := &cfgReader{m: rope}
@@ -135,10 +142,11 @@ func commonSpec(cfg map[string]any, family, ggufArch string, defaultTied bool) (
 		switch typ {
 		case "", "default":
 		case "linear", "llama3", "yarn":
-			sc := &RopeScaling{Type: typ, Factor: rr.floatOpt("factor", 0)}
+			factor, hasFactor := rr.num("factor")
+			sc := &RopeScaling{Type: typ, Factor: factor}
 			switch typ {
 			case "llama3":
-				if sc.Factor == 0 {
+				if !hasFactor {
 					sc.Factor = 8
 				}
 				sc.LowFreqFactor = rr.floatOpt("low_freq_factor", 1)
@@ -160,12 +168,12 @@ func commonSpec(cfg map[string]any, family, ggufArch string, defaultTied bool) (
 				sc.YarnBetaFast = rr.floatOpt("beta_fast", 32)
 				sc.YarnBetaSlow = rr.floatOpt("beta_slow", 1)
 			}
-			if typ != "llama3" && sc.Factor == 0 {
+			if typ != "llama3" && !hasFactor {
 				r.err = append(r.err, "rope_scaling.factor: missing")
 			}
 			r.err = append(r.err, rr.err...)
-			if sc.Factor != 0 && !(typ == "linear" && sc.Factor == 1) {
-				s.RopeScaling = sc
+			if !(typ == "linear" && sc.Factor == 1) {
+				s.RopeScaling = sc // validate checks its values
 			}
 		default:
 			r.err = append(r.err, fmt.Sprintf("rope_scaling: unsupported rope type %q (supported: linear, llama3, yarn)", typ))
@@ -195,13 +203,20 @@ func joinProblems(p []string) string {
 	return out
 }
 
-// ggufReader reads numeric GGUF metadata of any integer or float type.
+// ggufReader reads GGUF metadata: counts and sizes of any integer type (llama.cpp wants
+// UINT32; a float, a negative or an oversized value is refused, never truncated), floats of any
+// numeric type.
 type ggufReader struct {
 	get  func(string) (any, bool)
 	arch string
 	err  []string
 }
 
+func (g *ggufReader) bad(key, format string, args ...any) {
+	g.err = append(g.err, key+": "+fmt.Sprintf(format, args...))
+}
+
+// num reads a numeric value as a float64.
 func (g *ggufReader) num(key string) (float64, bool) {
 	v, ok := g.get(key)
 	if !ok {
@@ -229,23 +244,67 @@ func (g *ggufReader) num(key string) (float64, bool) {
 	case float64:
 		return x, true
 	}
-	g.err = append(g.err, fmt.Sprintf("%s: want a number, got %T", key, v))
+	g.bad(key, "want a number, got %T", v)
 	return 0, false
+}
+
+// count reads a non-negative integer of any GGUF integer type; ok is false when the key is
+// absent or its value is refused (the problem is recorded).
+func (g *ggufReader) count(key string) (int, bool) {
+	v, ok := g.get(key)
+	if !ok {
+		return 0, false
+	}
+	var n int64
+	switch x := v.(type) {
+	case uint8:
+		n = int64(x)
+	case int8:
+		n = int64(x)
+	case uint16:
+		n = int64(x)
+	case int16:
+		n = int64(x)
+	case uint32:
+		n = int64(x)
+	case int32:
+		n = int64(x)
+	case int64:
+		n = x
+	case uint64:
+		if x > math.MaxUint32 {
+			g.bad(key, "%d is too large", x)
+			return 0, false
+		}
+		n = int64(x)
+	default:
+		g.bad(key, "has type %T, want an unsigned integer (UINT32)", v)
+		return 0, false
+	}
+	if n < 0 {
+		g.bad(key, "must not be negative, got %d", n)
+		return 0, false
+	}
+	if n > math.MaxUint32 {
+		g.bad(key, "%d is too large", n)
+		return 0, false
+	}
+	return int(n), true
 }
 
 func (g *ggufReader) intReq(suffix string) int {
 	key := g.arch + "." + suffix
-	v, ok := g.num(key)
-	if !ok {
-		g.err = append(g.err, key+": missing")
+	if _, present := g.get(key); !present {
+		g.bad(key, "missing")
 		return 0
 	}
-	return int(v)
+	v, _ := g.count(key)
+	return v
 }
 
 func (g *ggufReader) intOpt(suffix string, def int) int {
-	if v, ok := g.num(g.arch + "." + suffix); ok {
-		return int(v)
+	if v, ok := g.count(g.arch + "." + suffix); ok {
+		return v
 	}
 	return def
 }
@@ -257,9 +316,13 @@ func (g *ggufReader) floatOpt(suffix string, def float64) float64 {
 	return def
 }
 
-// commonSpecGGUF reads the llama.cpp hyperparameters every family shares.
+// commonSpecGGUF reads the llama.cpp hyperparameters every family shares, refusing values
+// the runtime would silently misread: a rope dimension count other than the head dimension
+// (the runtime rotates whole heads), a value length other than the key length, a vocab_size
+// other than the token list's length (llama.cpp's vocabulary, token_embd's row count).
 func commonSpecGGUF(get func(string) (any, bool), family, ggufArch string) (*Spec, *ggufReader) {
 	g := &ggufReader{get: get, arch: ggufArch}
+	a := ggufArch + "."
 	s := &Spec{Family: family, GGUFArch: ggufArch}
 	s.Hidden = g.intReq("embedding_length")
 	s.Intermediate = g.intReq("feed_forward_length")
@@ -267,38 +330,69 @@ func commonSpecGGUF(get func(string) (any, bool), family, ggufArch string) (*Spe
 	s.Heads = g.intReq("attention.head_count")
 	s.KVHeads = g.intOpt("attention.head_count_kv", s.Heads)
 	s.Context = g.intReq("context_length")
-	s.RMSEps = g.floatOpt("attention.layer_norm_rms_epsilon", 0)
-	if s.RMSEps == 0 {
-		g.err = append(g.err, ggufArch+".attention.layer_norm_rms_epsilon: missing")
+	if v, ok := g.num(a + "attention.layer_norm_rms_epsilon"); ok {
+		s.RMSEps = v
+	} else if _, present := get(a + "attention.layer_norm_rms_epsilon"); !present {
+		g.bad(a+"attention.layer_norm_rms_epsilon", "missing")
 	}
 	s.RopeTheta = g.floatOpt("rope.freq_base", 10000)
 	if s.Heads > 0 {
 		s.HeadDim = g.intOpt("attention.key_length", s.Hidden/s.Heads)
 		s.ExplicitHeadDim = s.HeadDim != s.Hidden/s.Heads
-	}
-	s.Vocab = g.intOpt("vocab_size", 0)
-	if s.Vocab == 0 {
-		if v, ok := get("tokenizer.ggml.tokens"); ok {
-			if toks, ok := v.([]string); ok {
-				s.Vocab = len(toks)
-			}
+		if _, set := get(a + "attention.key_length"); !set && s.HeadDim == 0 && s.Hidden > 0 {
+			g.bad(a+"attention.head_count", "%d exceeds %sembedding_length %d, and %sattention.key_length is not set (it would be 0)", s.Heads, a, s.Hidden, a)
 		}
 	}
-	if t, ok := get(ggufArch + ".rope.scaling.type"); ok {
-		if ts, _ := t.(string); ts != "" && ts != "none" {
+	if v, ok := g.count(a + "attention.value_length"); ok && s.HeadDim > 0 && v != s.HeadDim {
+		g.bad(a+"attention.value_length", "%d, but the key length is %d (the runtime needs them equal)", v, s.HeadDim)
+	}
+	if v, ok := g.count(a + "rope.dimension_count"); ok && s.HeadDim > 0 && v != s.HeadDim {
+		g.bad(a+"rope.dimension_count", "%d, but the head dimension is %d (the runtime rotates whole heads)", v, s.HeadDim)
+	}
+	tokens := -1
+	if v, ok := get("tokenizer.ggml.tokens"); ok {
+		if toks, ok := v.([]string); ok {
+			tokens = len(toks)
+		}
+	}
+	vocab, hasVocab := g.count(a + "vocab_size")
+	switch {
+	case tokens >= 0:
+		s.Vocab = tokens
+		if hasVocab && vocab != tokens {
+			g.bad(a+"vocab_size", "%d, but tokenizer.ggml.tokens has %d tokens", vocab, tokens)
+		}
+	case hasVocab:
+		s.Vocab = vocab
+	default:
+		g.bad("tokenizer.ggml.tokens", "missing")
+	}
+	if t, ok := get(a + "rope.scaling.type"); ok {
+		ts, isStr := t.(string)
+		switch {
+		case !isStr:
+			g.bad(a+"rope.scaling.type", "has type %T, want a string", t)
+		case ts == "" || ts == "none":
+		case ts == "linear" || ts == "yarn":
+			// llama.cpp reads a factor of 0 as no scaling (rope_freq_scale_train 1).
 			sc := &RopeScaling{Type: ts, Factor: g.floatOpt("rope.scaling.factor", 1)}
+			if sc.Factor == 0 {
+				sc.Factor = 1
+			}
 			if ts == "yarn" {
 				sc.OriginalContext = g.intOpt("rope.scaling.original_context_length", 0)
-				if v, ok := g.num(ggufArch + ".rope.scaling.yarn_ext_factor"); ok {
+				if v, ok := g.num(a + "rope.scaling.yarn_ext_factor"); ok {
 					sc.YarnExtFactor, sc.HasYarnExt = v, true
 				}
-				if v, ok := g.num(ggufArch + ".rope.scaling.yarn_attn_factor"); ok {
+				if v, ok := g.num(a + "rope.scaling.yarn_attn_factor"); ok {
 					sc.YarnAttnFactor, sc.HasYarnA = v, true
 				}
 				sc.YarnBetaFast = g.floatOpt("rope.scaling.yarn_beta_fast", 32)
 				sc.YarnBetaSlow = g.floatOpt("rope.scaling.yarn_beta_slow", 1)
 			}
 			s.RopeScaling = sc
+		default:
+			g.bad(a+"rope.scaling.type", "unsupported rope scaling type %q (supported: none, linear, yarn)", ts)
 		}
 	}
 	return s, g
@@ -308,7 +402,7 @@ func finishGGUF(s *Spec, g *ggufReader) (*Spec, error) {
 	if len(g.err) > 0 {
 		return nil, fmt.Errorf("%s", joinProblems(g.err))
 	}
-	if err := s.Validate(); err != nil {
+	if err := s.validate(ggufKeys(s.GGUFArch)); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -88,11 +88,24 @@ func attrInt(name string, v int64) *gqf.Attribute     { return &gqf.Attribute{Na
 func attrInts(name string, v ...int64) *gqf.Attribute { return &gqf.Attribute{Name: name, Ints: v} }
 func attrFloat(name string, v float32) *gqf.Attribute { return &gqf.Attribute{Name: name, F: v} }
 
-// Lower returns the primitive form of g over L positions.
+// MaxGraphLen is the longest sequence Lower builds a graph for: its constants grow with the
+// square of the length (attn.mask is L×L float32, 256 MiB at 8192).
+const MaxGraphLen = 8192
+
+// Lower returns the primitive form of g over L positions, L in [1, min(the model's context
+// length, MaxGraphLen)]; another L is refused before anything is sized by it.
 func (g *Graph) Lower(L int) (*Lowered, error) {
 	s := g.Spec
 	if s.RopeScaling != nil && s.RopeScaling.Type == "yarn" {
 		return nil, fmt.Errorf("rope_scaling: yarn is not supported by the gqf graph")
+	}
+	switch {
+	case L < 1:
+		return nil, fmt.Errorf("max_len: must be at least 1, got %d", L)
+	case L > s.Context:
+		return nil, fmt.Errorf("max_len: %d exceeds the model's context length %d", L, s.Context)
+	case L > MaxGraphLen:
+		return nil, fmt.Errorf("max_len: %d exceeds the longest graph gquant lowers, %d positions (attn.mask alone would take %d MiB)", L, MaxGraphLen, int64(L)*int64(L)*4>>20)
 	}
 	b := &lowerer{g: &gqf.Graph{Name: "decoder", MaxLen: uint32(L)}, shapes: map[string][]int64{}, point: map[string]string{}}
 	b.g.Inputs = []*gqf.Value{{Name: InputIDs, Dtype: gqf.DataType_INT64, Shape: []int64{1, int64(L)}}}
