@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -283,5 +284,49 @@ func TestContextLimit(t *testing.T) {
 	}
 	if code, _, _ := run("convert", stories260k, "--format", "gqf", "--scheme", "f16", "--max-len", "-1", "-o", filepath.Join(t.TempDir(), "m.gqf")); code != exitUsage {
 		t.Errorf("--max-len -1: exit %d, want 2", code)
+	}
+}
+
+// inspect gives shapes one way for every format: outermost dimension first (GGUF's ggml order
+// as "ne" besides).
+func TestInspectShapesOneWay(t *testing.T) {
+	dir := t.TempDir()
+	gg, gq := filepath.Join(dir, "m.gguf"), filepath.Join(dir, "m.gqf")
+	if code, _, e := run("convert", stories260k, "--scheme", "q8_0", "-o", gg, "-q"); code != exitOK {
+		t.Fatal(e)
+	}
+	if code, _, e := run("convert", stories260k, "--format", "gqf", "--scheme", "f16", "-o", gq, "-q"); code != exitOK {
+		t.Fatal(e)
+	}
+	for _, c := range []struct{ path, name string }{
+		{gg, "token_embd.weight"}, {gq, "token_embd.weight"}, {stories260k, "model.embed_tokens.weight"},
+	} {
+		code, out, e := run("inspect", c.path)
+		if code != exitOK {
+			t.Fatal(e)
+		}
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == c.name {
+				found = true
+				if f[1] != "512x64" {
+					t.Errorf("%s: %s shown as %s, want 512x64 (vocab x hidden)", c.path, c.name, f[1])
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no %s row in:\n%s", c.path, c.name, out)
+		}
+	}
+	_, out, _ := run("inspect", gg, "--json", "-")
+	var rep struct {
+		Tensors []struct {
+			Name      string
+			Shape, NE []uint64
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Tensors) == 0 || rep.Tensors[0].Name != "token_embd.weight" ||
+		fmt.Sprint(rep.Tensors[0].Shape) != "[512 64]" || fmt.Sprint(rep.Tensors[0].NE) != "[64 512]" {
+		t.Errorf("inspect --json: %v %+v", err, rep.Tensors[:min(1, len(rep.Tensors))])
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,7 @@ import (
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/safetensors"
+	"github.com/gquant/gquant/internal/problems"
 )
 
 type inspectOptions struct {
@@ -44,7 +46,8 @@ func newInspectCmd(g *globals) *cobra.Command {
 // inspectTensor is one row of the tensor table.
 type inspectTensor struct {
 	Name  string   `json:"name"`
-	Shape []uint64 `json:"shape"`
+	Shape []uint64 `json:"shape"`        // outermost dimension first, in every format
+	NE    []uint64 `json:"ne,omitempty"` // GGUF: ggml's order (ne[0] the row length)
 	Type  string   `json:"type"`
 	Bytes uint64   `json:"bytes"`
 }
@@ -114,15 +117,15 @@ func runInspect(w io.Writer, o *inspectOptions, path string) error {
 	}
 	fmt.Fprintf(w, "\n\nmetadata (%d keys):\n", len(rep.Metadata))
 	for _, kv := range rep.Metadata {
-		fmt.Fprintf(w, "  %-44s %-10s %s\n", gguf.Printable(kv.Key), kv.Type, showValue(kv.Value))
+		fmt.Fprintf(w, "  %-44s %-10s %s\n", problems.Printable(kv.Key), kv.Type, showValue(kv.Value))
 	}
-	fmt.Fprintf(w, "\ntensors (%d):\n", len(rep.Tensors))
+	fmt.Fprintf(w, "\ntensors (%d; shapes outermost first, as numpy):\n", len(rep.Tensors))
 	for _, t := range rep.Tensors {
-		dims := make([]string, len(t.Shape))
+		dims := make([]int64, len(t.Shape))
 		for i, d := range t.Shape {
-			dims[i] = fmt.Sprint(d)
+			dims[i] = int64(d)
 		}
-		fmt.Fprintf(w, "  %-40s %-18s %-7s %12d\n", gguf.Printable(t.Name), strings.Join(dims, "x"), gguf.Printable(t.Type), t.Bytes)
+		fmt.Fprintf(w, "  %-40s %-18s %-7s %12d\n", problems.Printable(t.Name), gqf.ShapeString(dims), problems.Printable(t.Type), t.Bytes)
 	}
 	fmt.Fprintf(w, "\n%d parameters, %d bytes, %.4f bits per weight\n", rep.Params, rep.Bytes, rep.BPW)
 	return nil
@@ -173,7 +176,8 @@ func inspectGGUF(path string, o *inspectOptions) (*inspectReport, error) {
 		rep.Metadata = append(rep.Metadata, inspectKV{Key: kv.Key, Type: valueTypeName(kv.Value), Value: v})
 	}
 	for _, t := range f.Tensors {
-		rep.Tensors = append(rep.Tensors, inspectTensor{Name: t.Name, Shape: t.Shape, Type: t.Type.String(), Bytes: t.Size})
+		// Shape outermost first, as every format's report gives it; NE in ggml's order.
+		rep.Tensors = append(rep.Tensors, inspectTensor{Name: t.Name, Shape: reversed(t.Shape), NE: t.Shape, Type: t.Type.String(), Bytes: t.Size})
 	}
 	return rep, nil
 }
@@ -231,4 +235,11 @@ func showValue(v any) string {
 		s = s[:117] + "..."
 	}
 	return s
+}
+
+// reversed returns a reversed copy of s.
+func reversed(s []uint64) []uint64 {
+	r := slices.Clone(s)
+	slices.Reverse(r)
+	return r
 }

@@ -54,18 +54,18 @@ func (h *Header) Layout() error {
 		case kv.Key == "":
 			ps.add("key #%d: empty key", i)
 		case seen[kv.Key]:
-			ps.add("%s: duplicate key", Printable(kv.Key))
+			ps.add("%s: duplicate key", problemlist.Printable(kv.Key))
 		}
 		seen[kv.Key] = true
 		if err := checkValue(kv.Value, 0); err != nil {
-			ps.add("%s: %v", Printable(kv.Key), err)
+			ps.add("%s: %v", problemlist.Printable(kv.Key), err)
 		}
 	}
 	names := make(map[string]bool, len(h.Tensors))
 	var off uint64
 	for i := range h.Tensors {
 		t := &h.Tensors[i]
-		subject := Printable(t.Name)
+		subject := problemlist.Printable(t.Name)
 		switch {
 		case t.Name == "":
 			subject = fmt.Sprintf("tensor #%d", i)

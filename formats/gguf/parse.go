@@ -3,6 +3,8 @@ package gguf
 import (
 	"fmt"
 	"math"
+
+	problemlist "github.com/gquant/gquant/internal/problems"
 )
 
 // Magic is the first four bytes of every GGUF file.
@@ -40,11 +42,11 @@ type parser struct {
 // fail formats the one-line error "<file>: <subject>: <message>".
 // The subject, a key or tensor name from the file, is quoted when it is not printable.
 func (p *parser) fail(subject string, err error) error {
-	return fmt.Errorf("%s: %s: %w", p.Name, Printable(subject), err)
+	return fmt.Errorf("%s: %s: %w", p.Name, problemlist.Printable(subject), err)
 }
 
 func (p *parser) failf(subject, format string, args ...any) error {
-	return fmt.Errorf("%s: %s: %s", p.Name, Printable(subject), fmt.Sprintf(format, args...))
+	return fmt.Errorf("%s: %s: %s", p.Name, problemlist.Printable(subject), fmt.Sprintf(format, args...))
 }
 
 func (p *parser) parse() error {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	problemlist "github.com/gquant/gquant/internal/problems"
 )
 
 // Split metadata keys, as llama.cpp's gguf-split and llama-quantize --keep-split write them
@@ -189,7 +191,7 @@ func (s *SplitFile) buildIndex() error {
 	for p, f := range s.Parts {
 		for i, t := range f.Tensors {
 			if j, dup := s.index[t.Name]; dup {
-				return fmt.Errorf("%s: %s: duplicate tensor, also in %s", f.Name, Printable(t.Name), s.Parts[s.Tensors[j].Part].Name)
+				return fmt.Errorf("%s: %s: duplicate tensor, also in %s", f.Name, problemlist.Printable(t.Name), s.Parts[s.Tensors[j].Part].Name)
 			}
 			s.index[t.Name] = len(s.Tensors)
 			s.Tensors = append(s.Tensors, SplitTensor{TensorInfo: t, Part: p, Index: i})

@@ -3,10 +3,6 @@ package gguf
 import (
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // KV is one metadata entry. Value is exactly one of the Go types below, and the Go type decides
@@ -267,13 +263,4 @@ func appendSlice[E any](b le, xs []E) le {
 		b = appendValue(b, x)
 	}
 	return b
-}
-
-// Printable returns s for a one-line error or a terminal: as is when it is valid UTF-8 made of
-// printable characters, quoted with Go escapes otherwise (a hostile name may hold newlines).
-func Printable(s string) string {
-	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
-		return strconv.Quote(s)
-	}
-	return s
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/gquant/gquant/internal/atomicfile"
+	problemlist "github.com/gquant/gquant/internal/problems"
 )
 
 // Writer writes one GGUF file. The header is written by Create; tensor data goes straight to
@@ -79,7 +80,7 @@ func (w *Writer) WriteTensorPart(i int, off uint64, data []byte) error {
 	case off+uint64(len(data)) > w.tensors[i].Size || w.written[i]+uint64(len(data)) > w.tensors[i].Size:
 		w.mu.Unlock()
 		return fmt.Errorf("%s: %s: %d bytes at offset %d overrun its %d bytes (or overlap earlier writes)",
-			w.path, Printable(w.tensors[i].Name), len(data), off, w.tensors[i].Size)
+			w.path, problemlist.Printable(w.tensors[i].Name), len(data), off, w.tensors[i].Size)
 	}
 	w.written[i] += uint64(len(data))
 	w.inflight++
@@ -95,7 +96,7 @@ func (w *Writer) WriteTensorPart(i int, off uint64, data []byte) error {
 	}
 	w.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("%s: %s: %w", w.path, Printable(t.Name), err)
+		return fmt.Errorf("%s: %s: %w", w.path, problemlist.Printable(t.Name), err)
 	}
 	return nil
 }
@@ -132,9 +133,9 @@ func (w *Writer) Commit() error {
 	for i, n := range w.written {
 		switch {
 		case n == 0:
-			ps.add("%s: not written", Printable(w.tensors[i].Name))
+			ps.add("%s: not written", problemlist.Printable(w.tensors[i].Name))
 		case n != w.tensors[i].Size:
-			ps.add("%s: only %d of %d bytes written", Printable(w.tensors[i].Name), n, w.tensors[i].Size)
+			ps.add("%s: only %d of %d bytes written", problemlist.Printable(w.tensors[i].Name), n, w.tensors[i].Size)
 		}
 	}
 	if err := ps.err(); err != nil {
@@ -169,7 +170,7 @@ func WriteFile(path string, h *Header, data func(i int) ([]byte, error)) error {
 		if err == nil {
 			err = w.WriteTensor(i, b)
 		} else {
-			err = fmt.Errorf("%s: %s: %w", path, Printable(h.Tensors[i].Name), err)
+			err = fmt.Errorf("%s: %s: %w", path, problemlist.Printable(h.Tensors[i].Name), err)
 		}
 		if err != nil {
 			w.Abort()

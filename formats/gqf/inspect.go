@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	problemlist "github.com/gquant/gquant/internal/problems"
 )
 
 // Report is what `gquant inspect` shows of a gqf file; it marshals to stable JSON and
@@ -194,7 +196,7 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(&b, "tensors: %d, %d parameters, %d bytes, %.3f bpw\n", len(r.Tensors), r.Params, r.Bytes, r.BPW)
 	for _, t := range r.Tensors {
-		fmt.Fprintf(&b, "  %-32s %-14s %-48s %10d\n", t.Name, fmt.Sprint(t.Shape), t.Encoding, t.Bytes)
+		fmt.Fprintf(&b, "  %-32s %-14s %-48s %10d\n", problemlist.Printable(t.Name), ShapeString(t.Shape), t.Encoding, t.Bytes)
 	}
 	if g := r.Graph; g != nil {
 		fmt.Fprintf(&b, "graph: %d nodes, %d activations, max_len %d, outputs %s\n", len(g.Nodes), len(g.Activations), g.MaxLen, strings.Join(g.Outputs, ", "))
@@ -206,7 +208,7 @@ func (r *Report) String() string {
 			var outs []string
 			for _, o := range n.Outputs {
 				a := enc[o]
-				s := fmt.Sprintf("%s%v", o, a.Shape)
+				s := fmt.Sprintf("%s %s", problemlist.Printable(o), ShapeString(a.Shape))
 				if a.Encoding != "" {
 					s += fmt.Sprintf(" %s scale=%g offset=%d", a.Encoding, a.Scale, a.Offset)
 				}
@@ -216,4 +218,17 @@ func (r *Report) String() string {
 		}
 	}
 	return b.String()
+}
+
+// ShapeString renders a shape outermost dimension first, as numpy, safetensors and gqf store
+// it: "151936x1024" (a scalar: "scalar"). gquant inspect prints every format's shapes so.
+func ShapeString(shape []int64) string {
+	if len(shape) == 0 {
+		return "scalar"
+	}
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = fmt.Sprint(d)
+	}
+	return strings.Join(dims, "x")
 }

@@ -3,7 +3,10 @@ package problems
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Join joins ps with "; ", keeping at most limit of them and counting the rest:
@@ -37,4 +40,14 @@ func Usage(err error) error {
 		return nil
 	}
 	return &UsageError{err}
+}
+
+// Printable returns s for a one-line error or a terminal: as is when it is valid UTF-8 made of
+// printable characters, quoted with Go escapes otherwise (a hostile name may hold newlines or
+// terminal escapes).
+func Printable(s string) string {
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
