@@ -110,7 +110,7 @@ func TestRoundTripDecode(t *testing.T) {
 		t.Errorf("version %d, manifest at %d of %d bytes", v, off, len(raw))
 	}
 	rep := f.Report()
-	if rep.Graph == nil || len(rep.Graph.Nodes) != 2 || !strings.Contains(rep.String(), "RmsNorm(x, norm) -> y[1 4 2] uint8 per-tensor") {
+	if rep.Graph == nil || len(rep.Graph.Nodes) != 2 || !strings.Contains(rep.String(), "RmsNorm(x, norm) -> y 1x4x2 uint8 per-tensor") {
 		t.Errorf("report:\n%s", rep.String())
 	}
 }
