@@ -62,10 +62,12 @@ type Result struct {
 // Calibrate runs the model at path (a HuggingFace folder or a GGUF file) over the corpus with
 // observers and returns the statistics, also writing them to o.Output when set.
 func Calibrate(path string, o Options) (*Result, error) {
-	text, err := os.ReadFile(o.Corpus)
+	// A corpus that cannot be opened fails before the model loads (ReadCorpus reads it below).
+	f, err := os.Open(o.Corpus)
 	if err != nil {
 		return nil, err
 	}
+	f.Close()
 	col := &collector{}
 	threads := o.Threads
 	if threads <= 0 {
@@ -92,10 +94,11 @@ func Calibrate(path string, o Options) (*Result, error) {
 	if tok.AddBOS() {
 		bos = tok.BOS()
 	}
-	chunks, err := Chunks(Tokenize(tok, string(text)), Chunking{Ctx: ctx, Tokens: o.Tokens, Seed: o.Seed}, bos, o.Corpus)
+	corp, err := ReadCorpus(o.Corpus, tok, Chunking{Ctx: ctx, Tokens: o.Tokens, Seed: o.Seed}, bos)
 	if err != nil {
 		return nil, err
 	}
+	chunks := corp.Chunks
 	ntok := 0
 	for _, c := range chunks {
 		ntok += len(c)
@@ -109,7 +112,7 @@ func Calibrate(path string, o Options) (*Result, error) {
 		model.ID.ConfigSHA256 = sha256Hex(cfg)
 	}
 	meta := stats.Meta{
-		Model: model.ID, CorpusName: filepath.Base(o.Corpus), CorpusSHA256: sha256Hex(text),
+		Model: model.ID, CorpusName: filepath.Base(o.Corpus), CorpusSHA256: corp.SHA256,
 		Tokens: ntok, Ctx: ctx, Chunks: len(chunks), Seed: o.Seed, Hessian: o.Hessian,
 	}
 	if err := col.init(model, o.Hessian, threads); err != nil {

@@ -39,6 +39,7 @@ type fakeModel struct {
 func (m *fakeModel) Path() string               { return m.path }
 func (m *fakeModel) Vocab() int                 { return m.vocab }
 func (m *fakeModel) Layers() int                { return m.nl }
+func (m *fakeModel) Context() int               { return 1 << 20 }
 func (m *fakeModel) Tokenizer() Tokenizer       { return fakeTok{m.vocab} }
 func (m *fakeModel) BPW() (all, linear float64) { return 16 - 10*m.noise, 16 - 11*m.noise }
 func (m *fakeModel) Close() error               { return nil }

@@ -24,6 +24,8 @@ type Model interface {
 	Path() string
 	Vocab() int
 	Layers() int
+	// Context is the longest sequence the model takes (its context length).
+	Context() int
 	Tokenizer() Tokenizer
 	// BPW returns bits per weight over all tensors and over the linear layers only.
 	BPW() (all, linear float64)
@@ -80,6 +82,7 @@ func (a *rtModel) observe(name string, x []float32, nTok, dim int) {
 func (a *rtModel) Path() string               { return a.m.Path() }
 func (a *rtModel) Vocab() int                 { return a.m.Vocab() }
 func (a *rtModel) Layers() int                { return a.m.Spec().Layers }
+func (a *rtModel) Context() int               { return a.m.Context() }
 func (a *rtModel) Tokenizer() Tokenizer       { return a.m.Tokenizer() }
 func (a *rtModel) BPW() (all, linear float64) { return a.m.BPW() }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/internal/filehash"
 )
 
@@ -209,19 +210,31 @@ func (o *Options) windows(kld *KLDFile, ref, test Model) (*Windows, error) {
 		}
 		return -1
 	}
+	// Windows must fit every model run over them: the default is 512 or the shorter context.
+	limit, who := test.Context(), test.Path()
+	if ref != nil && ref.Context() < limit {
+		limit, who = ref.Context(), ref.Path()
+	}
 	if kld != nil {
+		if kld.Ctx > limit {
+			return nil, fmt.Errorf("%s: windows of %d tokens exceed the context length %d of %s", o.RefLogits, kld.Ctx, limit, who)
+		}
 		return NewWindows(kld.Tokens, kld.Ctx, o.Chunks, bos(test.Tokenizer()))
 	}
-	text, err := os.ReadFile(o.Corpus)
+	ctx := o.Ctx
+	switch {
+	case ctx == 0:
+		ctx = min(DefaultCtx, limit)
+	case ctx > limit:
+		return nil, fmt.Errorf("--ctx %d exceeds the context length %d of %s", ctx, limit, who)
+	}
+	tok := ref.Tokenizer()
+	// Only the tokens of the windows are kept (all of them without --chunks).
+	toks, err := calibrate.ReadTokens(o.Corpus, tok, o.Chunks*ctx)
 	if err != nil {
 		return nil, err
 	}
-	ctx := o.Ctx
-	if ctx == 0 {
-		ctx = DefaultCtx
-	}
-	tok := ref.Tokenizer()
-	w, err := NewWindows(tok.Encode(string(text), true), ctx, o.Chunks, bos(tok))
+	w, err := NewWindows(toks, ctx, o.Chunks, bos(tok))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", o.Corpus, err)
 	}

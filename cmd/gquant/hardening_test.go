@@ -282,6 +282,10 @@ func TestContextLimit(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, e)
 		}
 	}
+	if code, _, e := run("verify", stories260k, "--ref", stories260k, "--corpus", evalCorpus, "--ctx", "2048"); code != exitError ||
+		!strings.Contains(e, "--ctx 2048 exceeds the context length 512") {
+		t.Errorf("verify --ctx 2048: exit %d, %q", code, e)
+	}
 	if code, _, _ := run("convert", stories260k, "--format", "gqf", "--scheme", "f16", "--max-len", "-1", "-o", filepath.Join(t.TempDir(), "m.gqf")); code != exitUsage {
 		t.Errorf("--max-len -1: exit %d, want 2", code)
 	}

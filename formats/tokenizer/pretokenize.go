@@ -35,20 +35,25 @@ const (
 
 // preTokenize cuts one normalized piece into the words that the model
 // encodes. first is true when the piece starts at offset 0 of the input
-// (Metaspace's prepend_scheme "first").
-func preTokenize(steps []preStep, s string, first bool, out []string) []string {
+// (Metaspace's prepend_scheme "first"). glued says that s continues a piece
+// whose head was pre-tokenized already (Encoder): until a step splits s from
+// that head, its first piece is no piece of its own, so nothing is prepended to
+// it (ByteLevel's prefix space, Metaspace's replacement).
+func preTokenize(steps []preStep, s string, first, glued bool, out []string) []string {
 	if len(steps) == 0 {
 		return append(out, s)
 	}
 	pieces := []string{s}
 	for _, st := range steps {
 		var next []string
+		n0 := 0 // pieces made from pieces[0]
 		for k, p := range pieces {
+			head := glued && k == 0
 			switch st.kind {
 			case preSplit:
 				next = splitPieces(st.split, p, next)
 			case preByteLevel:
-				if st.addPrefixSpace && !strings.HasPrefix(p, " ") {
+				if st.addPrefixSpace && !head && !strings.HasPrefix(p, " ") {
 					p = " " + p
 				}
 				if st.useRegex {
@@ -62,7 +67,7 @@ func preTokenize(steps []preStep, s string, first bool, out []string) []string {
 				}
 			case preMetaspace:
 				p = strings.ReplaceAll(p, " ", st.replacement)
-				if !strings.HasPrefix(p, st.replacement) &&
+				if !head && !strings.HasPrefix(p, st.replacement) &&
 					(st.prepend == prependAlways || (st.prepend == prependFirst && first && k == 0)) {
 					p = st.replacement + p
 				}
@@ -71,6 +76,19 @@ func preTokenize(steps []preStep, s string, first bool, out []string) []string {
 				} else if p != "" {
 					next = append(next, p)
 				}
+			}
+			if k == 0 {
+				n0 = len(next)
+			}
+		}
+		// Does this step cut the first piece from the head it continues? The
+		// regular expressions do at the Encoder's cuts (a newline followed by a
+		// non-space); Metaspace's split does before a replacement.
+		if glued {
+			switch {
+			case n0 == 0, st.kind == preSplit, st.kind == preByteLevel && st.useRegex,
+				st.kind == preMetaspace && st.splitMeta && strings.HasPrefix(next[0], st.replacement):
+				glued = false
 			}
 		}
 		pieces = next

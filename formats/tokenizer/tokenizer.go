@@ -148,21 +148,7 @@ func (t *Tokenizer) IsSpecial(id int) bool { return t.special[id] }
 // literally in text are recognised (as HF does). With addSpecial, the
 // post-processor's special tokens (BOS, EOS) are added.
 func (t *Tokenizer) Encode(text string, addSpecial bool) []int {
-	var ids []int32
-	for _, seg := range t.rawMatch.split(text, 0, nil) {
-		if seg.tok != nil {
-			ids = append(ids, int32(seg.tok.ID))
-			continue
-		}
-		norm := normalize(t.normOps, seg.text)
-		for _, s2 := range t.normMatch.split(norm, seg.start, nil) {
-			if s2.tok != nil {
-				ids = append(ids, int32(s2.tok.ID))
-				continue
-			}
-			ids = t.encodeText(s2.text, seg.start == 0 && s2.start == seg.start, ids)
-		}
-	}
+	ids, _, _ := t.encodePiece(text, true, pieceEnd{}, false, nil)
 	out := make([]int, 0, len(ids)+2)
 	if !addSpecial || t.template == nil {
 		for _, id := range ids {
@@ -184,13 +170,67 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) []int {
 	return out
 }
 
+// pieceEnd says how a piece of text ended, for the piece that continues it
+// (Encoder): inside a text segment between added tokens (seg), and then inside a
+// normalized text piece (sub) rather than after an added token matched after
+// normalization.
+type pieceEnd struct{ seg, sub bool }
+
+// encodePiece appends the ids of text, without the post-processor's tokens, to
+// ids. Encode passes the whole text (atStart, prev zero). An Encoder passes the
+// text in pieces cut where the tokens of the parts are those of the whole
+// (see encoder.go): atStart for the first, and prev, the end of the piece
+// before, for the others. It returns how text ends and, when tail is set,
+// whether the last normalized piece ends as a cut needs under GPT-2's pattern.
+func (t *Tokenizer) encodePiece(text string, atStart bool, prev pieceEnd, tail bool, ids []int32) ([]int32, pieceEnd, bool) {
+	var end pieceEnd
+	ok := true
+	segs := t.rawMatch.split(text, 0, nil)
+	for i, seg := range segs {
+		lastSeg := i == len(segs)-1
+		if seg.tok != nil {
+			ids = append(ids, int32(seg.tok.ID))
+			if lastSeg {
+				end = pieceEnd{}
+			}
+			continue
+		}
+		contSeg := prev.seg && seg.start == 0 // continues the piece before's last segment
+		norm := normalize(t.normOps, seg.text, contSeg)
+		subs := t.normMatch.split(norm, seg.start, nil)
+		for j, s2 := range subs {
+			last := lastSeg && j == len(subs)-1
+			if s2.tok != nil {
+				ids = append(ids, int32(s2.tok.ID))
+				if last {
+					end = pieceEnd{seg: true}
+				}
+				continue
+			}
+			head := s2.start == seg.start
+			glued := contSeg && head && prev.sub
+			if last {
+				end = pieceEnd{seg: true, sub: true}
+				if tail {
+					ok = t.gpt2Tail(s2.text, glued)
+				}
+			}
+			ids = t.encodeText(s2.text, atStart && seg.start == 0 && head, glued, ids)
+		}
+		if len(subs) == 0 && lastSeg {
+			end = pieceEnd{seg: true, sub: prev.sub && contSeg}
+		}
+	}
+	return ids, end, ok
+}
+
 // encodeText pre-tokenizes one normalized piece and runs the model on its
-// words, using the word cache.
-func (t *Tokenizer) encodeText(s string, first bool, out []int32) []int32 {
+// words, using the word cache (glued: see preTokenize).
+func (t *Tokenizer) encodeText(s string, first, glued bool, out []int32) []int32 {
 	if s == "" {
 		return out
 	}
-	for _, w := range preTokenize(t.preSteps, s, first, nil) {
+	for _, w := range preTokenize(t.preSteps, s, first, glued, nil) {
 		t.mu.Lock()
 		cached, ok := t.cache[w]
 		t.mu.Unlock()
