@@ -36,7 +36,7 @@ func weightEncoding(name string, w []float32, rows, cols, matBits, vecBits int) 
 // asymmetric activation encodings from the statistics (checked against the spec first) with
 // ranges set by r, and 8-bit symmetric per-channel weight encodings (ParamEncodings).
 func W8A16(s *stats.Stats, path string, spec *arch.Spec, r quantize.RangeOptions) (*encodings.File, error) {
-	if err := arch.ValidateStats(s, spec); err != nil {
+	if err := arch.ValidateStats(s, spec, WeightsDigest(path, spec)); err != nil {
 		return nil, err
 	}
 	// ActivationEncodings normalizes r (and reports its errors); quantScheme names the

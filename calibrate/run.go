@@ -9,6 +9,7 @@ import (
 	goruntime "runtime"
 	"time"
 
+	"github.com/gquant/gquant/formats/hf"
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
@@ -111,6 +112,7 @@ func Calibrate(path string, o Options) (*Result, error) {
 	if cfg, err := os.ReadFile(filepath.Join(path, "config.json")); err == nil {
 		model.ID.ConfigSHA256 = sha256Hex(cfg)
 	}
+	model.ID.WeightsSHA256 = WeightsDigest(path, spec)
 	meta := stats.Meta{
 		Model: model.ID, CorpusName: filepath.Base(o.Corpus), CorpusSHA256: corp.SHA256,
 		Tokens: ntok, Ctx: ctx, Chunks: len(chunks), Seed: o.Seed, Hessian: o.Hessian,
@@ -215,4 +217,18 @@ func Calibrate(path string, o Options) (*Result, error) {
 func sha256Hex(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
+}
+
+// WeightsDigest is arch.WeightsDigest of the model at path when it is a HuggingFace folder, ""
+// otherwise (a GGUF model's statistics are then not tied to its weights).
+func WeightsDigest(path string, spec *arch.Spec) string {
+	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+		return ""
+	}
+	m, err := hf.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer m.Close()
+	return arch.WeightsDigest(spec, m)
 }

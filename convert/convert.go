@@ -86,14 +86,14 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	var st *stats.Stats
 	switch {
 	case useImatrix && o.Imatrix == nil:
-		if o.Imatrix, err = LoadImportance(o.Stats, plan); err != nil {
+		if o.Imatrix, err = LoadImportance(o.Stats, plan, inv.WeightsDigest()); err != nil {
 			return nil, err
 		}
 	case method == MethodGPTQ || method == MethodAWQ:
 		if st, err = stats.Read(o.Stats); err != nil {
 			return nil, err
 		}
-		if err := arch.ValidateStats(st, inv.Spec); err != nil {
+		if err := arch.ValidateStats(st, inv.Spec, inv.WeightsDigest()); err != nil {
 			return nil, err
 		}
 	}

@@ -89,6 +89,9 @@ func Open(dir string, opts InventoryOptions) (*Inventory, error) {
 // Names lists the source tensors, sorted.
 func (inv *Inventory) Names() []string { return inv.names }
 
+// WeightsDigest fingerprints the model's weights for its statistics (arch.WeightsDigest).
+func (inv *Inventory) WeightsDigest() string { return arch.WeightsDigest(inv.Spec, inv.model) }
+
 // Close releases the checkpoint mapping.
 func (inv *Inventory) Close() error { return inv.model.Close() }
 

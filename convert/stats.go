@@ -15,11 +15,20 @@ import (
 // or legacy .dat) and
 // returns, for every planned tensor it covers, what llama-quantize passes to the quantizer
 // (Σx² / count per input column). Before anything is written it rejects stats that do not fit
-// the model: an entry whose row length differs from the tensor's, a linear weight of a block
+// the model: stats recorded on another model (stats.CheckModel: other tensors, or the same
+// shapes with other weights, weights being the model's arch.WeightsDigest), an entry whose row length differs from the tensor's, a linear weight of a block
 // with no entry, an entry for a tensor the model does not have, or a non-finite value.
-func LoadImportance(path string, p *Plan) (map[string][]float32, error) {
+func LoadImportance(path string, p *Plan, weights string) (map[string][]float32, error) {
 	st, err := stats.Read(path)
 	if err != nil {
+		return nil, err
+	}
+	model, err := arch.StatsModel("", p.spec)
+	if err != nil {
+		return nil, err
+	}
+	model.ID.WeightsSHA256 = weights
+	if err := st.CheckModel(model.ID); err != nil {
 		return nil, err
 	}
 	cols := map[string]int{}

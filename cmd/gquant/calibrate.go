@@ -135,7 +135,7 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 		}
 		spec = m.Spec()
 		m.Close()
-		if err := arch.ValidateStats(st, spec); err != nil {
+		if err := arch.ValidateStats(st, spec, calibrate.WeightsDigest(model, spec)); err != nil {
 			return err
 		}
 	} else {

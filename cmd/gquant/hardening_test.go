@@ -334,3 +334,41 @@ func TestInspectShapesOneWay(t *testing.T) {
 		t.Errorf("inspect --json: %v %+v", err, rep.Tensors[:min(1, len(rep.Tensors))])
 	}
 }
+
+// Statistics of another model with the same shapes are refused (the weights' fingerprint
+// differs); those of the model itself, or of a copy of it, are taken.
+func TestStatsOfAnotherModel(t *testing.T) {
+	dir := t.TempDir()
+	st := filepath.Join(dir, "s.stats")
+	if code, _, e := run("calibrate", stories260k, "--corpus", calibCorpus, "--ctx", "64", "--tokens", "256", "-o", st, "-q"); code != exitOK {
+		t.Fatal(e)
+	}
+	same := copyModel(t, stories260k)
+	other := copyModel(t, stories260k)
+	// Same shapes, other weights: flip the sign of the first embedding values.
+	w := filepath.Join(other, "model.safetensors")
+	b, _ := os.ReadFile(w)
+	hdr := 8 + int(uint64(b[0])|uint64(b[1])<<8|uint64(b[2])<<16|uint64(b[3])<<24)
+	for i := hdr + 1; i < hdr+4096 && i < len(b); i += 2 {
+		b[i] ^= 0x80
+	}
+	os.WriteFile(w, b, 0o644)
+	for _, c := range []struct {
+		model string
+		ok    bool
+	}{{stories260k, true}, {same, true}, {other, false}} {
+		for _, args := range [][]string{
+			{"--scheme", "q4_k_m"},
+			{"--format", "gqf", "--scheme", "w8a16", "--corpus", calibCorpus},
+		} {
+			out := filepath.Join(t.TempDir(), "m.out")
+			code, _, e := run(append([]string{"convert", c.model, "--stats", st, "-o", out, "-q"}, args...)...)
+			switch {
+			case c.ok && code != exitOK:
+				t.Errorf("%s %v: %s", c.model, args, e)
+			case !c.ok && (code != exitError || !strings.Contains(e, "other weights")):
+				t.Errorf("%s %v: exit %d, %q (want the stats refused)", c.model, args, code, e)
+			}
+		}
+	}
+}

@@ -90,7 +90,7 @@ func newPolicy(inv *convert.Inventory, sch scheme, o *Options) (*policy, error) 
 		return p, nil
 	}
 	// Reject statistics of another model (or damaged ones) before reading any weight.
-	if err := arch.ValidateStats(o.Stats, inv.Spec); err != nil {
+	if err := arch.ValidateStats(o.Stats, inv.Spec, inv.WeightsDigest()); err != nil {
 		return nil, err
 	}
 	var gptq, probs []string

@@ -8,7 +8,9 @@
 // model.hidden, model.intermediate, model.layers, model.heads, model.kv_heads, model.head_dim,
 // model.vocab (u32), model.tensors_sha256 (the SHA-256 of the model's tensor list, one
 // "name shape" line per tensor, which identifies the architecture and its dimensions),
-// model.config_sha256 (of config.json, or "" for a GGUF model), corpus.name, corpus.sha256,
+// model.config_sha256 (of config.json, or "" for a GGUF model), model.weights_sha256 (of the
+// token embedding's dtype, shape and first 64 KiB, for a HuggingFace model: two models of the
+// same shapes differ there; absent in older files), corpus.name, corpus.sha256,
 // tokens (u64, evaluated), ctx, chunks (u32), seed (u64), hessian (bool), shared_inputs
 // (string array of "weight=leader": weights whose input is the leader's, whose Hessian is
 // stored once, under the leader).

@@ -136,6 +136,7 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 		Heads: u32("model.heads"), KVHeads: u32("model.kv_heads"), HeadDim: u32("model.head_dim"),
 		Vocab:         u32("model.vocab"),
 		TensorsSHA256: str("model.tensors_sha256"), ConfigSHA256: str("model.config_sha256"),
+		WeightsSHA256: str("model.weights_sha256"),
 	}
 	m.CorpusName, m.CorpusSHA256 = str("corpus.name"), str("corpus.sha256")
 	tokens, err := gf.Uint64(keyPrefix + "tokens")

@@ -14,6 +14,9 @@ type ModelID struct {
 	TensorsSHA256 string
 	// ConfigSHA256 is the SHA-256 of config.json ("" when unknown or for a GGUF model).
 	ConfigSHA256 string
+	// WeightsSHA256 fingerprints the weights themselves (see arch.WeightsDigest; "" when
+	// unknown): two models of the same shapes differ here.
+	WeightsSHA256 string
 }
 
 // Meta describes how statistics were collected. Fields are zero when unknown (for example in

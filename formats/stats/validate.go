@@ -120,10 +120,8 @@ func (s *Stats) Validate(m Model) error {
 	}
 	var probs []string
 	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
-	if id := s.Meta.Model; id.TensorsSHA256 != "" && m.ID.TensorsSHA256 != "" && id.TensorsSHA256 != m.ID.TensorsSHA256 {
-		mine := m.ID
-		return fmt.Errorf("%s: model: collected on %s (%s, hidden %d, %d layers, vocab %d), not on this model (%s, hidden %d, %d layers, vocab %d)",
-			s.name(), id.Name, id.Family, id.Hidden, id.Layers, id.Vocab, mine.Family, mine.Hidden, mine.Layers, mine.Vocab)
+	if err := s.CheckModel(m.ID); err != nil {
+		return err
 	}
 	cols := map[string]int{}
 	for _, w := range m.Weights {
@@ -159,6 +157,21 @@ func (s *Stats) Validate(m Model) error {
 	}
 	if len(probs) > 0 {
 		return fmt.Errorf("%s: %s", s.name(), joinProblems(probs))
+	}
+	return nil
+}
+
+// CheckModel refuses statistics recorded on another model than mine: other tensors (names and
+// shapes), or the same shapes with other weights. What either side does not know (a llama.cpp
+// imatrix records neither) is not compared.
+func (s *Stats) CheckModel(mine ModelID) error {
+	id := s.Meta.Model
+	switch {
+	case id.TensorsSHA256 != "" && mine.TensorsSHA256 != "" && id.TensorsSHA256 != mine.TensorsSHA256:
+		return fmt.Errorf("%s: model: collected on %s (%s, hidden %d, %d layers, vocab %d), not on this model (%s, hidden %d, %d layers, vocab %d)",
+			s.name(), id.Name, id.Family, id.Hidden, id.Layers, id.Vocab, mine.Family, mine.Hidden, mine.Layers, mine.Vocab)
+	case id.WeightsSHA256 != "" && mine.WeightsSHA256 != "" && id.WeightsSHA256 != mine.WeightsSHA256:
+		return fmt.Errorf("%s: model: collected on %s, a model of the same shapes with other weights (the token embeddings differ)", s.name(), id.Name)
 	}
 	return nil
 }

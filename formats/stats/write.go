@@ -102,6 +102,7 @@ func Create(path string, s *Stats) (*Writer, error) {
 		{Key: keyPrefix + "model.vocab", Value: u32(id.Vocab)},
 		{Key: keyPrefix + "model.tensors_sha256", Value: id.TensorsSHA256},
 		{Key: keyPrefix + "model.config_sha256", Value: id.ConfigSHA256},
+		{Key: keyPrefix + "model.weights_sha256", Value: id.WeightsSHA256},
 		{Key: keyPrefix + "corpus.name", Value: m.CorpusName},
 		{Key: keyPrefix + "corpus.sha256", Value: m.CorpusSHA256},
 		{Key: keyPrefix + "tokens", Value: uint64(m.Tokens)},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gquant/gquant/formats/hf"
 	"github.com/gquant/gquant/formats/stats"
 )
 
@@ -70,12 +71,46 @@ func StatsModel(name string, spec *Spec) (stats.Model, error) {
 	return m, nil
 }
 
+// WeightsDigest fingerprints the weights of a HuggingFace model of this spec: the SHA-256 of
+// the token embedding's dtype, shape and first 64 KiB of data ("" when m is nil or the tensor
+// cannot be read). Statistics record it so that those of another model with the same shapes
+// are refused.
+func WeightsDigest(spec *Spec, m *hf.Model) string {
+	if m == nil || m.Checkpoint == nil {
+		return ""
+	}
+	ts, err := StoredTensors(spec)
+	if err != nil {
+		return ""
+	}
+	for _, t := range ts {
+		if t.Ref.Role != TokenEmbd {
+			continue
+		}
+		info, ok := m.Checkpoint.Lookup(t.HFName)
+		if !ok {
+			return ""
+		}
+		data, err := m.Checkpoint.Data(t.HFName)
+		if err != nil {
+			return ""
+		}
+		h := sha256.New()
+		fmt.Fprintf(h, "%s %v\n", info.DType, info.Shape)
+		h.Write(data[:min(len(data), 64<<10)])
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	return ""
+}
+
 // ValidateStats checks statistics against a model of this spec (stats.Stats.Validate with
-// StatsModel), before anything relies on them.
-func ValidateStats(st *stats.Stats, spec *Spec) error {
+// StatsModel), before anything relies on them; weights is the model's WeightsDigest ("" when
+// unknown).
+func ValidateStats(st *stats.Stats, spec *Spec, weights string) error {
 	model, err := StatsModel("", spec)
 	if err != nil {
 		return err
 	}
+	model.ID.WeightsSHA256 = weights
 	return st.Validate(model)
 }
