@@ -40,9 +40,13 @@ const (
 
 // KLDMeta is the JSON inside gquant's trailer.
 type KLDMeta struct {
-	GquantVersion string         `json:"gquant_version,omitempty"`
-	Reference     string         `json:"reference,omitempty"` // the reference model's path as given
-	Greedy        *GreedyRefData `json:"greedy,omitempty"`
+	GquantVersion string `json:"gquant_version,omitempty"`
+	Reference     string `json:"reference,omitempty"` // the reference model's path as given
+	// Architecture is the reference's architecture and dimensions (arch.StatsModel's tensor
+	// digest, and in words): an artifact of another one is refused.
+	Architecture     string         `json:"architecture_sha256,omitempty"`
+	ArchitectureDesc string         `json:"architecture,omitempty"`
+	Greedy           *GreedyRefData `json:"greedy,omitempty"`
 }
 
 // GreedyRefData holds the reference's greedy continuations, so greedy reproductions need no

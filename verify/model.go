@@ -6,7 +6,23 @@ import (
 	"strings"
 
 	"github.com/gquant/gquant/runtime"
+	"github.com/gquant/gquant/runtime/arch"
 )
+
+// identity gives a model's architecture and dimensions as statistics record them
+// (arch.StatsModel's tensor digest) and in words; "" for a model that cannot say.
+func identity(m Model) (digest, desc string) {
+	rt, ok := m.(*rtModel)
+	if !ok {
+		return "", ""
+	}
+	sm, err := arch.StatsModel("", rt.m.Spec())
+	if err != nil {
+		return "", ""
+	}
+	id := sm.ID
+	return id.TensorsSHA256, fmt.Sprintf("%s, %d layers, hidden %d, vocab %d", id.Family, id.Layers, id.Hidden, id.Vocab)
+}
 
 // Tokenizer is what verify needs from a model's tokenizer (*tokenizer.Tokenizer has it).
 type Tokenizer interface {

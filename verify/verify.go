@@ -63,6 +63,11 @@ func Run(o Options) (rep *Report, err error) {
 		if kld.Vocab != test.Vocab() {
 			return nil, fmt.Errorf("%s: n_vocab: %d, the artifact %s has %d", o.RefLogits, kld.Vocab, o.Artifact, test.Vocab())
 		}
+		if m := kld.Meta; m != nil && m.Architecture != "" {
+			if d, desc := identity(test); d != "" && d != m.Architecture {
+				return nil, fmt.Errorf("%s: made with a reference of another model (%s), not one of the artifact's (%s)", o.RefLogits, m.ArchitectureDesc, desc)
+			}
+		}
 		if o.Ctx != 0 && o.Ctx != kld.Ctx {
 			return nil, fmt.Errorf("%s: n_ctx: the file was made with windows of %d tokens, not %d", o.RefLogits, kld.Ctx, o.Ctx)
 		}
@@ -147,6 +152,7 @@ func Run(o Options) (rep *Report, err error) {
 	}
 	if w != nil {
 		meta := &KLDMeta{Reference: o.Ref, Greedy: gref}
+		meta.Architecture, meta.ArchitectureDesc = identity(ref)
 		if err = w.Close(meta); err != nil {
 			return nil, err
 		}

@@ -372,3 +372,26 @@ func TestStatsOfAnotherModel(t *testing.T) {
 		}
 	}
 }
+
+// Stored reference log-probabilities of another model (same vocabulary, other architecture or
+// size) are refused; those of the artifact's own reference are taken.
+func TestRefLogitsOfAnotherModel(t *testing.T) {
+	dir := t.TempDir()
+	kld := filepath.Join(dir, "ref.kld")
+	if code, _, e := run("verify", stories260k, "--ref", stories260k, "--corpus", evalCorpus, "--ctx", "64", "--chunks", "2",
+		"--gen", "2", "--save-ref", kld, "-q"); code != exitOK {
+		t.Fatal(e)
+	}
+	q8 := filepath.Join(dir, "m.gguf")
+	if code, _, e := run("convert", stories260k, "--scheme", "q8_0", "-o", q8, "-q"); code != exitOK {
+		t.Fatal(e)
+	}
+	if code, _, e := run("verify", q8, "--ref-logits", kld, "-q"); code != exitOK {
+		t.Errorf("the artifact's own reference: %s", e)
+	}
+	other := tinyModel(t) // stories260k's tokenizer, other dimensions
+	code, _, e := run("verify", other, "--ref-logits", kld, "-q")
+	if code != exitError || !strings.Contains(e, kld+": made with a reference of another model") {
+		t.Errorf("another model's reference: exit %d, %q", code, e)
+	}
+}
