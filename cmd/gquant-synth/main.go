@@ -1,18 +1,20 @@
 // Command gquant-synth writes a synthetic HuggingFace checkpoint (config.json, tokenizer
 // files, deterministic bf16 weights) for tests and benchmarks:
 //
-//	gquant-synth -preset tiny-qwen3 -o testdata/models/tiny-qwen3
-//	gquant-synth -preset qwen3-0.6b -o /tmp/q06 -shard-size 500MB -tokenizer ~/Qwen3-0.6B
+//	gquant-synth --preset tiny-qwen3 -o testdata/models/tiny-qwen3
+//	gquant-synth --preset qwen3-0.6b -o /tmp/q06 --shard-size 500MB --tokenizer ~/Qwen3-0.6B
 //
-// Dimension flags override the preset. The same flags always give the same bytes.
+// Dimension flags override the preset. The same flags always give the same bytes. Flags are
+// gquant's style (pflag, as cobra): --name, with -o short for --output.
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"github.com/gquant/gquant/formats/hf/synth"
 )
@@ -32,13 +34,13 @@ type usageError struct{ error }
 
 // run parses the flags and generates the model.
 func run(args []string) error {
-	fs := flag.NewFlagSet("gquant-synth", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("gquant-synth", pflag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: gquant-synth -preset NAME -o DIR [flags]\npresets: %s\n", strings.Join(synth.Presets(), ", "))
+		fmt.Fprintf(fs.Output(), "usage: gquant-synth --preset NAME -o DIR [flags]\npresets: %s\n", strings.Join(synth.Presets(), ", "))
 		fs.PrintDefaults()
 	}
 	preset := fs.String("preset", "tiny-llama", "model preset")
-	out := fs.String("o", "", "output folder (required)")
+	out := fs.StringP("output", "o", "", "output folder (required)")
 	tokDir := fs.String("tokenizer", "", "copy tokenizer.json (+ tokenizer_config.json, generation_config.json) from this folder (default: stories260k's)")
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
 	shardSize := fs.String("shard-size", "0", "split weights into shards of at most this size (bytes, or with KB/MB/GB suffix); 0: one file")
@@ -55,7 +57,7 @@ func run(args []string) error {
 	ropeTheta := fs.Float64("rope-theta", 0, "override: rope_theta")
 	llama3Rope := fs.Bool("llama3-rope-scaling", false, "override: add (true) or remove (false) Llama 3 rope_scaling")
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if err == pflag.ErrHelp {
 			return nil
 		}
 		return usageError{err}
@@ -72,11 +74,11 @@ func run(args []string) error {
 	}
 	shard, err := parseSize(*shardSize)
 	if err != nil {
-		return usageError{fmt.Errorf("-shard-size: %v", err)}
+		return usageError{fmt.Errorf("--shard-size: %v", err)}
 	}
 
 	// Apply only the overrides given on the command line.
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		switch f.Name {
 		case "arch":
 			spec.Arch = *arch

@@ -22,7 +22,7 @@ func TestParseSize(t *testing.T) {
 
 func TestRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "m")
-	if err := run([]string{"-preset", "tiny-llama", "-o", dir, "-layers", "1", "-tied", "-vocab", "600", "-llama3-rope-scaling"}); err != nil {
+	if err := run([]string{"--preset", "tiny-llama", "-o", dir, "--layers", "1", "--tied", "--vocab", "600", "--llama3-rope-scaling"}); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := os.ReadFile(filepath.Join(dir, "config.json"))
@@ -35,10 +35,11 @@ func TestRun(t *testing.T) {
 		}
 	}
 	for args, want := range map[string]string{
-		"-preset nope -o x":     `unknown preset "nope"`,
-		"-preset tiny-llama":    "-o: output folder required",
-		"-o x -shard-size 3 TB": `unexpected argument "TB"`,
-		"-o x -shard-size 3TB":  `-shard-size: "3TB" is not a size`,
+		"--preset nope -o x":      `unknown preset "nope"`,
+		"--preset tiny-llama":     "-o: output folder required",
+		"-o x --shard-size 3 TB":  `unexpected argument "TB"`,
+		"-o x --shard-size 3TB":   `--shard-size: "3TB" is not a size`,
+		"-preset tiny-llama -o x": `unknown shorthand flag: 'p'`,
 	} {
 		err := run(strings.Fields(args))
 		if _, usage := err.(usageError); !usage || !strings.Contains(err.Error(), want) {
