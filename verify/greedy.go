@@ -70,13 +70,17 @@ func CompareGreedy(test Model, ref *GreedyRefData) (*Greedy, error) {
 }
 
 // ReferenceGreedy tokenizes prompts with the reference's tokenizer (BOS added as the tokenizer
-// does) and generates its greedy continuations of gen tokens.
+// does) and generates its greedy continuations of gen tokens. A prompt whose tokens and the gen
+// new ones do not fit the reference's context is refused (its error names the prompt's number).
 func ReferenceGreedy(ref Model, prompts []string, gen int) (*GreedyRefData, error) {
 	d := &GreedyRefData{Gen: gen}
-	for _, text := range prompts {
+	for i, text := range prompts {
 		ids := ref.Tokenizer().Encode(text, true)
 		if len(ids) == 0 {
 			return nil, fmt.Errorf("prompt %q: no tokens", text)
+		}
+		if len(ids)+gen > ref.Context() {
+			return nil, fmt.Errorf("prompt %d: %d tokens and --gen %d exceed the context length %d of %s", i+1, len(ids), gen, ref.Context(), ref.Path())
 		}
 		cont, err := GreedyContinue(ref, ids, gen)
 		if err != nil {

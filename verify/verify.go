@@ -134,7 +134,9 @@ func Run(o Options) (rep *Report, err error) {
 		if prompts == nil {
 			prompts = DefaultPrompts
 		}
-		if gref, err = ReferenceGreedy(ref, prompts, o.Gen); err != nil {
+		if gref, err = ReferenceGreedy(ref, prompts, o.Gen); err != nil && o.PromptsFile != "" {
+			return nil, fmt.Errorf("%s: %w", o.PromptsFile, err)
+		} else if err != nil {
 			return nil, err
 		}
 	}

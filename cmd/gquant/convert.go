@@ -91,6 +91,9 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	if err := checkThreads("convert", o.threads); err != nil {
 		return err
 	}
+	if o.groupSize <= 0 { // the flag's default is 128: 0 is asked for, not "the default"
+		return usageErr("convert: --group-size: %d is not 16, 32, 64, 128 or 256", o.groupSize)
+	}
 	if o.maxLen < 0 {
 		return usageErr("convert: --max-len: %d is negative (0: the context, at most 128)", o.maxLen)
 	}

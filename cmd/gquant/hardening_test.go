@@ -152,6 +152,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--group-size", "7", "-o", out},
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--keep", "((", "-o", out},
+		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--group-size", "0", "-o", out},
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--method", "gptq", "-o", out},
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w8a16", "--range", "percentile", "--percentile", "150", "--corpus", calibCorpus, "-o", out},
 		{"convert", stories260k, "--scheme", "q8_0", "--threads", "-1", "-o", out},
@@ -281,6 +282,12 @@ func TestContextLimit(t *testing.T) {
 		if code != exitError || out != "" || !strings.Contains(e, "exceed the model's context length 512") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, e)
 		}
+	}
+	prompts := filepath.Join(t.TempDir(), "prompts.txt")
+	os.WriteFile(prompts, []byte("Once upon a time\n"+strings.Repeat("and then ", 20000)+"\n"), 0o644)
+	if code, _, e := run("verify", stories260k, "--ref", stories260k, "--corpus", evalCorpus, "--ctx", "64", "--chunks", "1",
+		"--prompts", prompts); code != exitError || !strings.Contains(e, prompts+": prompt 2: ") || !strings.Contains(e, "context length 512") {
+		t.Errorf("verify --prompts with a line past the context: exit %d, %q", code, e)
 	}
 	if code, _, e := run("verify", stories260k, "--ref", stories260k, "--corpus", evalCorpus, "--ctx", "2048"); code != exitError ||
 		!strings.Contains(e, "--ctx 2048 exceeds the context length 512") {
