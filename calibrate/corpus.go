@@ -333,6 +333,20 @@ func scanCorpus(path string, tok Tokenizer, special bool, keep func([]int32) boo
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// CheckText applies the corpus reader's text check to a file held whole (path names it):
+// "<path>: not UTF-8 text at byte N" or "... not text (a NUL byte, binary data) at byte N".
+func CheckText(path string, b []byte) error {
+	var c textCheck
+	off, what := c.check(b)
+	if what == "" {
+		off, what = c.end()
+	}
+	if what != "" {
+		return fmt.Errorf("%s: %s at byte %d", path, what, off)
+	}
+	return nil
+}
+
 // textCheck checks that a file read in blocks is text: UTF-8 without NUL bytes.
 type textCheck struct {
 	off  int64  // bytes checked, pend excluded

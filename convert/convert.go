@@ -7,6 +7,7 @@ import (
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/internal/atomicfile"
+	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -61,13 +62,13 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	case MethodRTN, MethodImatrix:
 	case MethodGPTQ, MethodAWQ:
 		if o.Scheme != "q4_0" {
-			return nil, fmt.Errorf("--method %s: GGUF output carries GPTQ/AWQ weights exactly only as q4_0 (got --scheme %s; other schemes: --format gqf)", method, o.Scheme)
+			return nil, problems.Usage(fmt.Errorf("--method %s: GGUF output carries GPTQ/AWQ weights exactly only as q4_0 (got --scheme %s; other schemes: --format gqf)", method, o.Scheme))
 		}
 		if o.SplitMaxSize > 0 {
-			return nil, fmt.Errorf("--method %s: --split-max-size is not supported", method)
+			return nil, problems.Usage(fmt.Errorf("--method %s: --split-max-size is not supported", method))
 		}
 	default:
-		return nil, fmt.Errorf("--method: unknown method %q (rtn, imatrix, gptq, awq)", method)
+		return nil, problems.Usage(fmt.Errorf("--method: unknown method %q (rtn, imatrix, gptq, awq)", method))
 	}
 	if method == MethodImatrix && o.Stats == "" && o.Imatrix == nil {
 		return nil, fmt.Errorf("--method imatrix needs --stats FILE (gquant calibrate or llama-imatrix output)")

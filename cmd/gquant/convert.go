@@ -153,7 +153,7 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	}
 	plan, err := convert.Convert(dir, o.out, opts)
 	if err != nil {
-		return err
+		return optionErr("convert", err)
 	}
 	if o.jsonOut != "" {
 		if err := writeJSON(cmd.OutOrStdout(), o.jsonOut, plan); err != nil {
@@ -208,7 +208,7 @@ func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string
 	}
 	plan, err := gqfconv.Convert(dir, o.out, opts)
 	if err != nil {
-		return err
+		return optionErr("convert", err)
 	}
 	if o.jsonOut != "" {
 		if err := writeJSON(cmd.OutOrStdout(), o.jsonOut, plan); err != nil {

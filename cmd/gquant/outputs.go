@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gquant/gquant/formats/hf"
 	"github.com/gquant/gquant/internal/atomicfile"
+	"github.com/gquant/gquant/internal/problems"
 )
 
 // stdoutName is the output name that means standard output (--json -).
@@ -64,6 +66,16 @@ func inputFiles(path string) []string {
 		return append(parts, path)
 	}
 	return []string{path}
+}
+
+// optionErr names the verb in front of an option error from a library (problems.Usage: it
+// exits 2, as a flag error does); other errors pass as they are.
+func optionErr(verb string, err error) error {
+	var ue *problems.UsageError
+	if errors.As(err, &ue) {
+		return usageErr("%s: %v", verb, err)
+	}
+	return err
 }
 
 // threadsFlag registers --threads, the same in every verb.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/verify"
 )
 
@@ -114,6 +115,9 @@ func runVerify(cmd *cobra.Command, g *globals, o *verifyOptions, artifact string
 	if o.prompts != "" {
 		b, err := os.ReadFile(o.prompts)
 		if err != nil {
+			return err
+		}
+		if err := calibrate.CheckText(o.prompts, b); err != nil {
 			return err
 		}
 		vo.Prompts = []string{}

@@ -91,7 +91,7 @@ func activationEncodings(w *gqf.Writer, graph *arch.Graph, low *arch.Lowered, in
 	r.Bits = bits
 	r, err := r.Normalize()
 	if err != nil {
-		return "", problems.Usage(err)
+		return "", problems.Usage(fmt.Errorf("--%v", err))
 	}
 	var how []string
 	done := map[string]bool{}

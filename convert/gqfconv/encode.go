@@ -49,7 +49,7 @@ func newPolicy(inv *convert.Inventory, sch scheme, o *Options) (*policy, error) 
 	switch p.group {
 	case 16, 32, 64, 128, 256:
 	default:
-		return nil, problems.Usage(fmt.Errorf("group size: %d is not 16, 32, 64, 128 or 256", p.group))
+		return nil, problems.Usage(fmt.Errorf("--group-size: %d is not 16, 32, 64, 128 or 256", p.group))
 	}
 	var err error
 	if p.keep, err = keepPattern(o.Keep); err != nil {
@@ -79,7 +79,7 @@ func newPolicy(inv *convert.Inventory, sch scheme, o *Options) (*policy, error) 
 		case !sch.dynamic:
 			return nil, fmt.Errorf("smooth: SmoothQuant migration applies to w4a8 only")
 		case !(o.Smooth > 0 && o.Smooth <= 1):
-			return nil, fmt.Errorf("smooth: α %g is not in (0, 1]", o.Smooth)
+			return nil, problems.Usage(fmt.Errorf("--smooth: α %g is not in (0, 1]", o.Smooth))
 		case p.method == convert.MethodAWQ:
 			return nil, fmt.Errorf("smooth: --smooth and --method awq both rescale input channels; use one")
 		case o.Stats == nil && !o.DryRun:

@@ -252,7 +252,7 @@ func keepPattern(keep string) (*regexp.Regexp, error) {
 	}
 	re, err := regexp.Compile(keep)
 	if err != nil {
-		return nil, fmt.Errorf("keep: %v", err)
+		return nil, fmt.Errorf("--keep: %v", err)
 	}
 	return re, nil
 }

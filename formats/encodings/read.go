@@ -3,6 +3,7 @@ package encodings
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -70,8 +71,11 @@ func Parse(path string, b []byte) (*File, error) {
 		Version     string          `json:"version"`
 		Activations json.RawMessage `json:"activation_encodings"`
 	}
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' {
+		return nil, fmt.Errorf("%s: is a list, want a JSON object", path)
+	}
 	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %s", path, jsonProblem(err))
 	}
 	trimmed := bytes.TrimSpace(probe.Activations)
 	switch probe.Version {
@@ -86,17 +90,58 @@ func Parse(path string, b []byte) (*File, error) {
 	return nil, fmt.Errorf("%s: version: %q is not supported (want 0.4.0, 0.5.0, 0.6.1 or 1.0.0)", path, probe.Version)
 }
 
+// jsonProblem words a JSON decoding error: a value of the wrong type names its field and
+// what it should be ("offset: number 1000000000000 does not fit int32"), instead of the Go type.
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if i := strings.LastIndexByte(field, '.'); i >= 0 {
+			field = field[i+1:]
+		}
+		if field == "" {
+			return fmt.Sprintf("%s where a JSON object belongs", te.Value)
+		}
+		return fmt.Sprintf("%s: %s does not fit %s", field, te.Value, te.Type)
+	}
+	return err.Error()
+}
+
 func parseV1(path string, b []byte) (*File, error) {
-	var fv fileV1
+	// Entries are decoded one by one, so that a bad one is named.
+	var fv struct {
+		fileV1
+		Activations []json.RawMessage `json:"activation_encodings"`
+		Params      []json.RawMessage `json:"param_encodings"`
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&fv); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %s", path, jsonProblem(err))
 	}
 	f := &File{Version: fv.Version, QuantizerArgs: fv.QuantizerArgs, ExcludedLayers: fv.ExcludedLayers}
 	var probs []string
-	conv := func(list []entryV1, kind string) []Encoding {
+	conv := func(raws []json.RawMessage, kind string) []Encoding {
 		var out []Encoding
-		for i, e := range list {
+		seen := map[string]bool{}
+		for i, raw := range raws {
+			var e entryV1
+			if err := json.Unmarshal(raw, &e); err != nil {
+				var named struct {
+					Name string `json:"name"`
+				}
+				json.Unmarshal(raw, &named)
+				name := named.Name
+				if name == "" {
+					name = fmt.Sprintf("%s[%d]", kind, i)
+				}
+				probs = append(probs, fmt.Sprintf("%s: %s", name, jsonProblem(err)))
+				continue
+			}
+			if e.Name != "" && seen[e.Name] {
+				probs = append(probs, fmt.Sprintf("%s: listed twice in %s", e.Name, kind))
+				continue
+			}
+			seen[e.Name] = true
 			enc := Encoding{Name: e.Name, Type: e.EncType, Dtype: e.Dtype, Bitwidth: e.Bw, Symmetric: e.IsSym,
 				Scale: e.Scale, Offset: e.Offset, BlockSize: e.BlockSize, CompressedBitwidth: e.CompressedBw,
 				PerBlockIntScale: e.PerBlockIntScale}
@@ -126,7 +171,7 @@ func parseV0(path string, b []byte, version string) (*File, error) {
 		QuantizerArgs *quantizerArgsV0     `json:"quantizer_args"`
 	}
 	if err := json.Unmarshal(b, &fv); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %s", path, jsonProblem(err))
 	}
 	f := &File{Version: version}
 	if q := fv.QuantizerArgs; q != nil {

@@ -166,10 +166,17 @@ func (s *Stats) Validate(m Model) error {
 // imatrix records neither) is not compared.
 func (s *Stats) CheckModel(mine ModelID) error {
 	id := s.Meta.Model
+	dims := func(m ModelID) [7]int {
+		return [7]int{m.Hidden, m.Intermediate, m.Layers, m.Heads, m.KVHeads, m.HeadDim, m.Vocab}
+	}
 	switch {
-	case id.TensorsSHA256 != "" && mine.TensorsSHA256 != "" && id.TensorsSHA256 != mine.TensorsSHA256:
-		return fmt.Errorf("%s: model: collected on %s (%s, hidden %d, %d layers, vocab %d), not on this model (%s, hidden %d, %d layers, vocab %d)",
-			s.name(), id.Name, id.Family, id.Hidden, id.Layers, id.Vocab, mine.Family, mine.Hidden, mine.Layers, mine.Vocab)
+	case id.TensorsSHA256 != "" && mine.TensorsSHA256 != "" && (id.TensorsSHA256 != mine.TensorsSHA256 ||
+		id.Family != mine.Family || dims(id) != dims(mine)):
+		desc := func(m ModelID) string {
+			return fmt.Sprintf("%s, hidden %d, intermediate %d, %d layers, %d heads (%d kv) of %d, vocab %d, tensor list %.12s",
+				m.Family, m.Hidden, m.Intermediate, m.Layers, m.Heads, m.KVHeads, m.HeadDim, m.Vocab, m.TensorsSHA256)
+		}
+		return fmt.Errorf("%s: model: collected on %s (%s), not on this model (%s)", s.name(), id.Name, desc(id), desc(mine))
 	case id.WeightsSHA256 != "" && mine.WeightsSHA256 != "" && id.WeightsSHA256 != mine.WeightsSHA256:
 		return fmt.Errorf("%s: model: collected on %s, a model of the same shapes with other weights (the token embeddings differ)", s.name(), id.Name)
 	}

@@ -116,6 +116,18 @@ func commonSpec(cfg map[string]any, family, ggufArch string, defaultTied bool) (
 		}
 	}
 	s.Tied = r.boolOpt("tie_word_embeddings", defaultTied)
+	// The Llama-shaped families gate their FFN with SiLU; another activation would convert and
+	// run as SiLU, silently wrong.
+	if act, ok := cfg["hidden_act"]; ok && act != nil && act != "silu" {
+		r.err = append(r.err, fmt.Sprintf("hidden_act: %v is not supported (the %s family runs silu)", act, family))
+	}
+	for _, key := range []string{"rope_scaling", "rope_parameters"} {
+		if v, ok := cfg[key]; ok && v != nil {
+			if _, isObj := v.(map[string]any); !isObj {
+				r.err = append(r.err, fmt.Sprintf("%s: want an object, got %v", key, v))
+			}
+		}
+	}
 
 	// rope: transformers ≥ 4.5x may nest everything in rope_parameters.
 	rope := r.sub("rope_parameters")
@@ -139,8 +151,13 @@ func commonSpec(cfg map[string]any, family, ggufArch string, defaultTied bool) (
 		if typ == "" {
 			typ = rr.str("type")
 		}
+		_, hasFactor := rr.num("factor")
 		switch typ {
-		case "", "default":
+		case "":
+			if hasFactor { // transformers refuses scaling without a type too
+				r.err = append(r.err, "rope_scaling: a factor without rope_type (or type)")
+			}
+		case "default":
 		case "linear", "llama3", "yarn":
 			factor, hasFactor := rr.num("factor")
 			sc := &RopeScaling{Type: typ, Factor: factor}
