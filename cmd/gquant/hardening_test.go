@@ -402,3 +402,56 @@ func TestRefLogitsOfAnotherModel(t *testing.T) {
 		t.Errorf("another model's reference: exit %d, %q", code, e)
 	}
 }
+
+// An input truncated while a run has it mapped is a one-line error naming it (the fault
+// becomes an error: internal/mapped), not SIGBUS with a stack trace.
+func TestInputTruncatedWhileMapped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs gquant as a child process")
+	}
+	dir := t.TempDir()
+	q8 := filepath.Join(dir, "m.gguf")
+	if code, _, e := run("convert", stories3m, "--scheme", "q8_0", "-o", q8, "-q"); code != exitOK {
+		t.Fatal(e)
+	}
+	abs, _ := filepath.Abs(q8)
+	cmd := exec.Command(os.Args[0], "bench", q8, "-p", "64", "-n", "64", "-r", "1000", "--threads", "1")
+	cmd.Env = append(os.Environ(), "GQUANT_RUN_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the model is mapped, then take its pages away.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		maps, _ := os.ReadFile(filepath.Join("/proc", fmt.Sprint(cmd.Process.Pid), "maps"))
+		if bytes.Contains(maps, []byte(abs)) {
+			break
+		}
+		if time.Now().After(deadline) || len(maps) == 0 && time.Since(deadline.Add(-60*time.Second)) > 5*time.Second {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Skip("cannot see the child's mappings (no /proc?)")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := os.Truncate(q8, 4096); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		ee, ok := err.(*exec.ExitError)
+		s := stderr.String()
+		if !ok || ee.ExitCode() != exitError || strings.Count(s, "\n") != 1 ||
+			!strings.Contains(s, q8+": the file changed while being read") {
+			t.Errorf("exit %v, stderr %q", err, s)
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("bench did not stop after its model was truncated")
+	}
+}
