@@ -90,6 +90,13 @@ func Run(o Options) (rep *Report, err error) {
 		if o.LayerSNR && ref.Layers() != test.Layers() {
 			return nil, fmt.Errorf("%s: layers: %d, the reference %s has %d", o.Artifact, test.Layers(), o.Ref, ref.Layers())
 		}
+		// An artifact of another architecture or size than its reference is a mistake, not a
+		// measurement (the KL would be meaningless).
+		if rd, rdesc := identity(ref); rd != "" {
+			if td, tdesc := identity(test); td != "" && td != rd {
+				return nil, fmt.Errorf("%s: another model (%s) than the reference %s (%s)", o.Artifact, tdesc, o.Ref, rdesc)
+			}
+		}
 	}
 
 	win, err := o.windows(kld, ref, test)

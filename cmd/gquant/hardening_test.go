@@ -401,6 +401,10 @@ func TestRefLogitsOfAnotherModel(t *testing.T) {
 	if code != exitError || !strings.Contains(e, kld+": made with a reference of another model") {
 		t.Errorf("another model's reference: exit %d, %q", code, e)
 	}
+	code, _, e = run("verify", other, "--ref", stories260k, "--corpus", evalCorpus, "--ctx", "64", "--chunks", "1", "-q")
+	if code != exitError || !strings.Contains(e, other+": another model (") {
+		t.Errorf("a live reference of another model: exit %d, %q", code, e)
+	}
 }
 
 // An input truncated while a run has it mapped is a one-line error naming it (the fault
