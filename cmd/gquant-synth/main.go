@@ -11,12 +11,12 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/gquant/gquant/formats/hf/synth"
+	"github.com/gquant/gquant/internal/size"
 )
 
 func main() {
@@ -43,7 +43,7 @@ func run(args []string) error {
 	out := fs.StringP("output", "o", "", "output folder (required)")
 	tokDir := fs.String("tokenizer", "", "copy tokenizer.json (+ tokenizer_config.json, generation_config.json) from this folder (default: stories260k's)")
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
-	shardSize := fs.String("shard-size", "0", "split weights into shards of at most this size (bytes, or with KB/MB/GB suffix); 0: one file")
+	shardSize := fs.String("shard-size", "0", "split weights into shards of at most this size (bytes, or with K/M/G (decimal) or KiB/MiB/GiB suffix); 0: one file")
 	force := fs.Bool("force", false, "replace the model in an existing output folder")
 	arch := fs.String("arch", "", "override: architecture class (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)")
 	hidden := fs.Int("hidden", 0, "override: hidden_size")
@@ -72,7 +72,7 @@ func run(args []string) error {
 	if err != nil {
 		return usageError{err}
 	}
-	shard, err := parseSize(*shardSize)
+	shard, err := size.Parse(*shardSize)
 	if err != nil {
 		return usageError{fmt.Errorf("--shard-size: %v", err)}
 	}
@@ -109,25 +109,4 @@ func run(args []string) error {
 	})
 	opts := synth.Options{Seed: *seed, TokenizerDir: *tokDir, ShardSize: shard, Force: *force}
 	return synth.Generate(*out, spec, opts)
-}
-
-// parseSize reads a byte count with an optional KB/MB/GB (powers of 1000) or KiB/MiB/GiB
-// suffix.
-func parseSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
-	orig, mult := s, int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a size", orig)
-	}
-	return n * mult, nil
 }

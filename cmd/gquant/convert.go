@@ -77,7 +77,7 @@ func newConvertCmd(g *globals) *cobra.Command {
 	addThreadsFlag(f, &o.threads)
 	f.StringVar(&o.method, "method", "", "rtn, imatrix, gptq or awq (gptq/awq: --format gqf, or GGUF --scheme q4_0; default: imatrix when --stats is given)")
 	f.StringVar(&o.stats, "stats", "", "importance matrix: gquant calibrate stats, or llama-imatrix output (GGUF or .dat)")
-	f.StringVar(&o.splitMaxSize, "split-max-size", "", "split the output into files of at most this size (e.g. 500M, 2G)")
+	f.StringVar(&o.splitMaxSize, "split-max-size", "", "split the output into files of at most this size (500M, 2G: powers of 1000, as llama-gguf-split; 512MiB)")
 	return cmd
 }
 
@@ -132,7 +132,7 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	if err != nil {
 		return usageErr("convert: --split-max-size: %v", err)
 	}
-	if split > 0 && split < 1<<20 {
+	if split > 0 && split < 1e6 {
 		return usageErr("convert: --split-max-size: %s is below 1M, the smallest part gguf-split makes", o.splitMaxSize)
 	}
 	opts := convert.Options{

@@ -2,13 +2,12 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/schollz/progressbar/v3"
+
+	"github.com/gquant/gquant/internal/size"
 )
 
 // bar is a thread-safe progress bar over bytes on stderr.
@@ -41,24 +40,15 @@ func (b *bar) finish() {
 	}
 }
 
-// parseSize reads sizes like "500M", "2G", "1048576".
+// parseSize reads a size flag ("" is unset: 0) with internal/size: K, M, G decimal as
+// llama-gguf-split reads them, KiB, MiB, GiB binary; 0 is not a size.
 func parseSize(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	mult := int64(1)
-	u := strings.ToUpper(s)
-	switch {
-	case strings.HasSuffix(u, "G"):
-		mult, u = 1<<30, u[:len(u)-1]
-	case strings.HasSuffix(u, "M"):
-		mult, u = 1<<20, u[:len(u)-1]
-	case strings.HasSuffix(u, "K"):
-		mult, u = 1<<10, u[:len(u)-1]
+	n, err := size.Parse(s)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%q is not a size (like 500M or 2G)", s)
 	}
-	n, err := strconv.ParseInt(u, 10, 64)
-	if err != nil || n <= 0 || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("%q is not a size (like 500M or 2G)", s)
-	}
-	return n * mult, nil
+	return n, err
 }

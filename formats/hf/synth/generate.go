@@ -73,7 +73,7 @@ func prepareDir(dir string, force bool) error {
 		return nil
 	}
 	if !force {
-		return fmt.Errorf("%s: already holds a model (%s): use Force (-force) to replace it", dir, filepath.Base(old[0]))
+		return fmt.Errorf("%s: already holds a model (%s): use Force (--force) to replace it", dir, filepath.Base(old[0]))
 	}
 	for _, f := range old {
 		if err := os.Remove(f); err != nil {
