@@ -27,26 +27,6 @@ type Chunking struct {
 	Seed uint64
 }
 
-// Tokenize turns a corpus into the token stream llama-imatrix evaluates: the text without
-// special tokens, after a BOS when the tokenizer adds one.
-func Tokenize(tok *tokenizer.Tokenizer, text string) []int {
-	ids := tok.Encode(text, false)
-	if tok.AddBOS() && tok.BOS() >= 0 {
-		ids = append([]int{tok.BOS()}, ids...)
-	}
-	return ids
-}
-
-// Chunks cuts the token stream into chunks as c says; bos ≥ 0 replaces the first token of
-// every chunk (pass -1 for tokenizers that add no BOS). corpus names the corpus in errors.
-func Chunks(stream []int, c Chunking, bos int, corpus string) ([][]int, error) {
-	starts, want, err := c.plan(len(stream), corpus)
-	if err != nil {
-		return nil, err
-	}
-	return cut(stream, starts, c, want, bos), nil
-}
-
 // plan returns where the chunks of a stream of n tokens start and where the head that
 // Tokens takes ends (want; without a seed the last chunk ends there).
 func (c Chunking) plan(n int, corpus string) (starts []int, want int, err error) {
@@ -84,24 +64,6 @@ func (c Chunking) plan(n int, corpus string) (starts []int, want int, err error)
 		starts = append(starts, s)
 	}
 	return starts, want, nil
-}
-
-// cut copies the chunks that start at starts out of stream: Ctx tokens each (a sample), or
-// up to want (the head); bos ≥ 0 replaces the first token of each.
-func cut(stream []int, starts []int, c Chunking, want, bos int) [][]int {
-	chunks := make([][]int, 0, len(starts))
-	for _, s := range starts {
-		e := min(s+c.Ctx, want)
-		if c.Seed != 0 {
-			e = s + c.Ctx
-		}
-		ch := slices.Clone(stream[s:e])
-		if bos >= 0 {
-			ch[0] = bos
-		}
-		chunks = append(chunks, ch)
-	}
-	return chunks
 }
 
 // chunker cuts a token stream into chunks of ctx tokens as it arrives, so that the tokens
@@ -150,16 +112,17 @@ type Tokenizer interface {
 type Corpus struct {
 	// SHA256 is the hex SHA-256 of the whole file.
 	SHA256 string
-	// Chunks are Chunks' chunks of the corpus's token stream (Tokenize's).
+	// Chunks are the chunks of the corpus's token stream (see scanCorpus) that c asks for.
 	Chunks [][]int
 }
 
-// ReadCorpus reads the corpus at path (UTF-8 text) and returns the chunks that Chunks would cut
-// from Tokenize(tok, text) with c and bos, keeping only the tokens they need: it tokenizes
+// ReadCorpus reads the corpus at path (UTF-8 text) and returns the chunks that c cuts from its
+// token stream (a BOS when the tokenizer adds one, then tok.Encode(text, false)), bos ≥ 0
+// over the first token of each, keeping only the tokens they need: it tokenizes
 // the file as it reads it and, without a seed, stops tokenizing once it has Tokens tokens
 // (it keeps every token when Tokens is 0). With a seed it reads the file twice: the first
-// pass counts the tokens, so that the sample is drawn as Chunks draws it, the second keeps
-// the sampled chunks. The whole file is always read, checked and hashed.
+// pass counts the tokens, so that the sample is drawn from the whole stream (plan), the second
+// keeps the sampled chunks. The whole file is always read, checked and hashed.
 func ReadCorpus(path string, tok Tokenizer, c Chunking, bos int) (*Corpus, error) {
 	if c.Ctx <= 0 || c.Tokens < 0 {
 		_, _, err := c.plan(0, path) // no chunking: plan says why
@@ -222,7 +185,7 @@ func ReadCorpus(path string, tok Tokenizer, c Chunking, bos int) (*Corpus, error
 }
 
 // countCorpus reads the corpus at path and returns its SHA-256 and the length of its token
-// stream (Tokenize's), keeping no token.
+// stream (ReadCorpus's), keeping no token.
 func countCorpus(path string, tok Tokenizer) (string, int, error) {
 	n := 0
 	sum, err := scanCorpus(path, tok, false, func(ids []int32) bool { n += len(ids); return true })

@@ -14,8 +14,9 @@
 //
 // # Corpus
 //
-// As llama-imatrix does (tools/imatrix/imatrix.cpp compute_imatrix): the whole corpus is
-// tokenized once (without special tokens), a BOS is put in front when the tokenizer adds one,
+// As llama-imatrix does (tools/imatrix/imatrix.cpp compute_imatrix): the corpus is tokenized
+// as one text (without special tokens; ReadCorpus streams it, with the same tokens, and keeps
+// only those it needs), a BOS is put in front when the tokenizer adds one,
 // and the stream is cut into chunks of Ctx tokens whose first token is replaced by BOS. Each
 // chunk is evaluated from an empty KV cache with the logits of every position, and a trailing
 // partial chunk is dropped. Options.Tokens limits the total: the first Tokens tokens of the

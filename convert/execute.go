@@ -229,7 +229,7 @@ func (e *ggufEncoder) Encode(src []float32, r0, r1, cols int, emit func(int, uin
 	} else if *bp, err = encodeRows(*bp, e.typ, e.name, src, nr, cols, e.imatrix); err != nil {
 		return err
 	}
-	if err := checkScales(e.typ, src[:nr*cols], *bp, r0, cols); err != nil {
+	if err := CheckEncodable(e.typ, src[:nr*cols], *bp, r0, cols); err != nil {
 		return err
 	}
 	return emit(0, uint64(r0)*uint64(rowBytes), *bp)
@@ -252,26 +252,8 @@ func putBuf(bp *[]byte) { bufs.Put(bp) }
 func EmitFloats(typ gguf.Type, v []float32, buf int, off uint64, emit func(int, uint64, []byte) error) error {
 	bp := getBuf()
 	defer putBuf(bp)
-	var bad int
-	if *bp, bad = putFloats(*bp, typ, v); bad >= 0 {
-		return &OverflowError{Index: bad, X: v[bad]}
-	}
+	*bp = putFloats(*bp, typ, v)
 	return emit(buf, off, *bp)
-}
-
-// OverflowError is EmitFloats' error for a finite value that fp16 cannot hold.
-type OverflowError struct {
-	Index int // in the values given
-	X     float32
-}
-
-func (e *OverflowError) Error() string {
-	return overflowErr(e.X, fmt.Sprintf("element %d", e.Index), gguf.F16).Error()
-}
-
-// At gives the error for values that are rows [r0, …) of cols columns.
-func (e *OverflowError) At(r0, cols int) error {
-	return overflowErr(e.X, fmt.Sprintf("row %d, column %d", r0+e.Index/cols, e.Index%cols), gguf.F16)
 }
 
 // overflowErr is the error for a finite value x at pos that typ cannot hold (its caller names
@@ -283,11 +265,13 @@ func overflowErr(x float32, pos string, typ gguf.Type) error {
 	return fmt.Errorf("%s: %g overflows the fp16 block scale of %s (weights up to %g fit every type): use bf16 or f32 for this tensor", pos, x, typ, half.F16Max)
 }
 
-// checkScales catches weights too large for typ's fp16 scales (or values): when some |x| in
-// src exceeds the largest fp16, it decodes the encoded rows and fails when a value is not
-// finite or such a weight did not come back within half of itself. Real weights are far below
-// that bound, so this costs one scan.
-func checkScales(typ gguf.Type, src []float32, enc []byte, r0, cols int) error {
+// CheckEncodable catches weights that typ cannot hold: beyond fp16 in F16, or making typ's
+// fp16 scales overflow. src holds rows r0, … of cols columns and enc their encoding (nil for
+// F16, F32 and BF16). Only when some |x| in src exceeds the largest fp16 is anything more than
+// one scan done: F16 checks those values' rounding, other types decode enc and fail when a
+// value is not finite or such a weight did not come back within half of itself. Real weights
+// are far below that bound.
+func CheckEncodable(typ gguf.Type, src []float32, enc []byte, r0, cols int) error {
 	if typ == gguf.F32 || typ == gguf.BF16 {
 		return nil
 	}
@@ -299,6 +283,17 @@ func checkScales(typ gguf.Type, src []float32, enc []byte, r0, cols int) error {
 		}
 	}
 	if big < 0 {
+		return nil
+	}
+	at := func(i int) error {
+		return overflowErr(src[i], fmt.Sprintf("row %d, column %d", r0+i/cols, i%cols), typ)
+	}
+	if typ == gguf.F16 {
+		for i := big; i < len(src); i++ {
+			if x := src[i]; half.F32ToF16(x)&0x7FFF == 0x7C00 && !math.IsInf(float64(x), 0) {
+				return at(i)
+			}
+		}
 		return nil
 	}
 	codec, err := quantize.For(typ)
@@ -315,17 +310,15 @@ func checkScales(typ gguf.Type, src []float32, enc []byte, r0, cols int) error {
 			bad = bad || !(math.Abs(float64(x-y)) <= 0.5*math.Abs(float64(y)))
 		}
 		if bad {
-			return overflowErr(src[big], fmt.Sprintf("row %d, column %d", r0+big/cols, big%cols), typ)
+			return at(big)
 		}
 	}
 	return nil
 }
 
 // putFloats encodes v as little-endian float32, fp16 or bf16 (typ F32, F16 or BF16) into dst,
-// grown as needed. bad is the index of the first finite value that became an fp16 infinity,
-// or −1.
-func putFloats(dst []byte, typ gguf.Type, v []float32) (out []byte, bad int) {
-	bad = -1
+// grown as needed.
+func putFloats(dst []byte, typ gguf.Type, v []float32) []byte {
 	switch typ {
 	case gguf.F32:
 		dst = grow(dst, 4*len(v))
@@ -335,11 +328,7 @@ func putFloats(dst []byte, typ gguf.Type, v []float32) (out []byte, bad int) {
 	case gguf.F16:
 		dst = grow(dst, 2*len(v))
 		for i, x := range v {
-			h := half.F32ToF16(x)
-			if h&0x7FFF == 0x7C00 && bad < 0 && !math.IsInf(float64(x), 0) {
-				bad = i
-			}
-			binary.LittleEndian.PutUint16(dst[2*i:], h)
+			binary.LittleEndian.PutUint16(dst[2*i:], half.F32ToF16(x))
 		}
 	case gguf.BF16:
 		dst = grow(dst, 2*len(v))
@@ -349,15 +338,14 @@ func putFloats(dst []byte, typ gguf.Type, v []float32) (out []byte, bad int) {
 	default:
 		panic("putFloats: type " + typ.String())
 	}
-	return dst, bad
+	return dst
 }
 
 // encodeRows encodes nr rows of n floats to type typ.
 func encodeRows(dst []byte, typ gguf.Type, name string, src []float32, nr, n int, imatrix []float32) ([]byte, error) {
 	switch typ {
 	case gguf.F32, gguf.F16, gguf.BF16:
-		dst, _ = putFloats(dst, typ, src[:nr*n]) // an fp16 overflow is checkScales' to report
-		return dst, nil
+		return putFloats(dst, typ, src[:nr*n]), nil
 	}
 	dst = grow(dst, nr*typ.RowBytes(n))
 	enc, err := quantize.For(typ)

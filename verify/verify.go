@@ -217,7 +217,8 @@ func (o *Options) check() error {
 }
 
 // windows builds the evaluation windows: from the stored file's tokens, or by tokenizing the
-// corpus with the reference's tokenizer (llama-perplexity tokenizes the whole text once, BOS added).
+// corpus with the reference's tokenizer as llama-perplexity does (the whole text as one, BOS
+// added; calibrate.ReadTokens streams it and keeps the windows' tokens only).
 func (o *Options) windows(kld *KLDFile, ref, test Model) (*Windows, error) {
 	bos := func(t Tokenizer) int {
 		if t.AddBOS() {

@@ -33,6 +33,28 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// startChild runs this test binary as gquant with args (see TestMain), stderr captured, and
+// returns once ready(pid) holds: the run is under way. It fails the test when ready does not
+// hold within 60 s.
+func startChild(t *testing.T, ready func(pid int) bool, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "GQUANT_RUN_MAIN=1")
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); !ready(cmd.Process.Pid); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("gquant %v: not under way after 60 s (stderr %q)", args, stderr.String())
+		}
+	}
+	return cmd, stderr
+}
+
 // copyModel copies a bundled model folder, so that a test may try to destroy it.
 func copyModel(t *testing.T, src string) string {
 	t.Helper()
@@ -236,26 +258,12 @@ func TestInterruptLeavesNothing(t *testing.T) {
 			}
 			out := filepath.Join(dir, "out")
 			os.Mkdir(out, 0o755)
-			cmd := exec.Command(os.Args[0], "verify", q8, "--ref", stories3m, "--corpus", evalCorpus, "--ctx", "256",
+			// Once the reference file's temporary file is there, the run is under way.
+			cmd, stderr := startChild(t, func(int) bool {
+				m, _ := filepath.Glob(filepath.Join(out, ".ref.kld.tmp-*"))
+				return len(m) > 0
+			}, "verify", q8, "--ref", stories3m, "--corpus", evalCorpus, "--ctx", "256",
 				"--threads", "1", "--save-ref", filepath.Join(out, "ref.kld"), "--json", filepath.Join(out, "r.json"), "-q")
-			cmd.Env = append(os.Environ(), "GQUANT_RUN_MAIN=1")
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			// Wait for the reference file's temporary file: the run is under way.
-			deadline := time.Now().Add(60 * time.Second)
-			for {
-				if m, _ := filepath.Glob(filepath.Join(out, ".ref.kld.tmp-*")); len(m) > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					cmd.Process.Kill()
-					t.Fatal("no temporary file appeared")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
 			cmd.Process.Signal(sig)
 			err := cmd.Wait()
 			ee, ok := err.(*exec.ExitError)
@@ -418,28 +426,15 @@ func TestInputTruncatedWhileMapped(t *testing.T) {
 	if code, _, e := run("convert", stories3m, "--scheme", "q8_0", "-o", q8, "-q"); code != exitOK {
 		t.Fatal(e)
 	}
+	if _, err := os.Stat("/proc/self/maps"); err != nil {
+		t.Skip("no /proc: the child's mappings cannot be seen")
+	}
+	// Once the model is mapped, take its pages away.
 	abs, _ := filepath.Abs(q8)
-	cmd := exec.Command(os.Args[0], "bench", q8, "-p", "64", "-n", "64", "-r", "1000", "--threads", "1")
-	cmd.Env = append(os.Environ(), "GQUANT_RUN_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Wait until the model is mapped, then take its pages away.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		maps, _ := os.ReadFile(filepath.Join("/proc", fmt.Sprint(cmd.Process.Pid), "maps"))
-		if bytes.Contains(maps, []byte(abs)) {
-			break
-		}
-		if time.Now().After(deadline) || len(maps) == 0 && time.Since(deadline.Add(-60*time.Second)) > 5*time.Second {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Skip("cannot see the child's mappings (no /proc?)")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	cmd, stderr := startChild(t, func(pid int) bool {
+		maps, _ := os.ReadFile(filepath.Join("/proc", fmt.Sprint(pid), "maps"))
+		return bytes.Contains(maps, []byte(abs))
+	}, "bench", q8, "-p", "64", "-n", "64", "-r", "1000", "--threads", "1")
 	time.Sleep(50 * time.Millisecond)
 	if err := os.Truncate(q8, 4096); err != nil {
 		t.Fatal(err)

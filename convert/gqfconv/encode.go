@@ -254,11 +254,10 @@ func (e *floatEnc) Encode(src []float32, r0, r1, cols int, emit func(int, uint64
 	if !e.f16 {
 		return convert.EmitFloats(gguf.F32, vals, 0, uint64(4*r0*cols), emit)
 	}
-	err := convert.EmitFloats(gguf.F16, vals, 0, uint64(2*r0*cols), emit)
-	if oe, ok := err.(*convert.OverflowError); ok {
-		return oe.At(r0, cols)
+	if err := convert.CheckEncodable(gguf.F16, vals, nil, r0, cols); err != nil {
+		return err
 	}
-	return err
+	return convert.EmitFloats(gguf.F16, vals, 0, uint64(2*r0*cols), emit)
 }
 
 // groupEnc stores int4 groups (fp16 scales, uint8 zeros when asymmetric) or int8 per channel

@@ -2,13 +2,13 @@ package arch
 
 import (
 	"fmt"
-	"github.com/gquant/gquant/formats/hf"
 	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/gquant/gquant/formats/hf"
 	"github.com/gquant/gquant/internal/problems"
 )
 
@@ -165,24 +165,6 @@ type Stored struct {
 //
 // A tensor the checks need but the file lacks is left to the caller's per-tensor check,
 // which reports it as missing; nothing here or there is sized by an unchecked value.
-// CheckHF is CheckStored for a HuggingFace folder: its checkpoint's tensors against s, the
-// error naming config.json and the checkpoint file(s).
-func CheckHF(s *Spec, fam Family, m *hf.Model) error {
-	ck := m.Checkpoint
-	stored := make([]Stored, 0, len(ck.Tensors()))
-	for _, t := range ck.Tensors() {
-		stored = append(stored, Stored{Name: t.Name, Shape: t.Shape})
-	}
-	where := fmt.Sprintf("the checkpoint's %d files", len(ck.Files()))
-	if files := ck.Files(); len(files) == 1 {
-		where = filepath.Base(files[0])
-	}
-	if err := CheckStored(s, fam, "hf", where, stored); err != nil {
-		return fmt.Errorf("%s: %w", m.Config.Path(), err)
-	}
-	return nil
-}
-
 func CheckStored(s *Spec, fam Family, format, where string, tensors []Stored) error {
 	k := keysFor(format, s)
 	name := func(t Tensor) string {
@@ -302,6 +284,24 @@ func CheckStored(s *Spec, fam Family, format, where string, tensors []Stored) er
 	}
 	if len(probs) > 0 {
 		return fmt.Errorf("%s", strings.Join(probs, "; "))
+	}
+	return nil
+}
+
+// CheckHF is CheckStored for a HuggingFace folder: its checkpoint's tensors against s, the
+// error naming config.json and the checkpoint file(s).
+func CheckHF(s *Spec, fam Family, m *hf.Model) error {
+	ck := m.Checkpoint
+	stored := make([]Stored, 0, len(ck.Tensors()))
+	for _, t := range ck.Tensors() {
+		stored = append(stored, Stored{Name: t.Name, Shape: t.Shape})
+	}
+	where := fmt.Sprintf("the checkpoint's %d files", len(ck.Files()))
+	if files := ck.Files(); len(files) == 1 {
+		where = filepath.Base(files[0])
+	}
+	if err := CheckStored(s, fam, "hf", where, stored); err != nil {
+		return fmt.Errorf("%s: %w", m.Config.Path(), err)
 	}
 	return nil
 }
