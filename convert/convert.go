@@ -35,6 +35,10 @@ type Options struct {
 	GPTQ     quantize.GPTQOptions
 	AWQ      quantize.AWQOptions
 	Progress func(done, total int64)
+	// Sequence, with Method gptq and no Stats, is layer-sequential GPTQ: the Hessians come
+	// block by block from a calibration run through the already rounded blocks
+	// (calibrate.NewSequential), never all at once.
+	Sequence Sequence
 }
 
 // Convert runs inventory → plan → execute for one HuggingFace folder into GGUF. With DryRun
@@ -73,8 +77,12 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	if method == MethodImatrix && o.Stats == "" && o.Imatrix == nil {
 		return nil, fmt.Errorf("--method imatrix needs --stats FILE (gquant calibrate or llama-imatrix output)")
 	}
-	if (method == MethodGPTQ || method == MethodAWQ) && o.Stats == "" {
-		return nil, fmt.Errorf("--method %s needs --stats FILE (gquant calibrate --hessian)", method)
+	seq := o.Sequence
+	switch {
+	case seq != nil && (method != MethodGPTQ || o.Stats != ""):
+		return nil, problems.Usage(fmt.Errorf("layer-sequential calibration is for --method gptq without --stats"))
+	case (method == MethodGPTQ || method == MethodAWQ) && o.Stats == "" && seq == nil:
+		return nil, fmt.Errorf("--method %s needs --stats FILE (gquant calibrate --hessian) or, for gptq, --corpus FILE", method)
 	}
 	useImatrix := method == MethodImatrix
 	plan, err := MakePlan(inv, PlanOptions{Scheme: o.Scheme, Overrides: o.Overrides, HasImatrix: useImatrix, Name: o.Name})
@@ -90,6 +98,8 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 		if o.Imatrix, err = LoadImportance(o.Stats, plan, inv.WeightsDigest()); err != nil {
 			return nil, err
 		}
+	case seq != nil:
+		st = seq.Statistics()
 	case method == MethodGPTQ || method == MethodAWQ:
 		if st, err = stats.Read(o.Stats); err != nil {
 			return nil, err
@@ -111,7 +121,7 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 			gptqWeights = append(gptqWeights, pt.Name)
 		}
 	}
-	if method == MethodGPTQ {
+	if method == MethodGPTQ && seq == nil {
 		if err := MissingHessians(st, o.Stats, gptqWeights); err != nil {
 			return nil, err
 		}

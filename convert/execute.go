@@ -43,13 +43,16 @@ type Preparer interface {
 // Sink receives the bytes of buffer buf of plan tensor t at offset off.
 type Sink func(t, buf int, off uint64, data []byte) error
 
-// ExecOptions control execution; none of them changes the output bytes.
+// ExecOptions control execution; none of them but Sequence changes the output bytes.
 type ExecOptions struct {
 	Threads int // workers (default 1)
 	// Progress, when set, is called with the source bytes done so far and the total.
 	Progress func(done, total int64)
 	// BlockBytes is the float32 working set of one block of rows (default 4 MiB).
 	BlockBytes int
+	// Sequence, when set, encodes the tensors block by block for the layer-sequential
+	// methods (sequential.go).
+	Sequence Sequence
 }
 
 // job is a block of rows of one tensor, or the whole tensor in blocks of per rows (a
@@ -74,6 +77,30 @@ func rowsOf(pt *PlannedTensor) (int, int) {
 // Hessian factor per tensor, so one per worker) and what the source mapping keeps resident:
 // each source tensor's pages are released once all its rows are done.
 func Execute(inv *Inventory, p *Plan, sink Sink, opts ExecOptions) error {
+	var total int64
+	for i := range p.Tensors {
+		pt := &p.Tensors[i]
+		if pt.enc == nil {
+			return fmt.Errorf("%s: no encoder (a plan made outside MakePlan)", pt.Name)
+		}
+		rows, n := rowsOf(pt)
+		total += int64(rows * n * 2)
+	}
+	var done atomic.Int64
+	run := func(ts []int, sink Sink) error { return execute(inv, p, ts, sink, opts, &done, total) }
+	if opts.Sequence != nil {
+		return executeSequential(inv, p, sink, opts, run)
+	}
+	all := make([]int, len(p.Tensors))
+	for i := range all {
+		all[i] = i
+	}
+	return run(all, sink)
+}
+
+// execute encodes the plan tensors ts (see Execute); done counts the source bytes done, of
+// total.
+func execute(inv *Inventory, p *Plan, ts []int, sink Sink, opts ExecOptions, done *atomic.Int64, total int64) error {
 	threads := max(opts.Threads, 1)
 	blockBytes := opts.BlockBytes
 	if blockBytes <= 0 {
@@ -81,12 +108,8 @@ func Execute(inv *Inventory, p *Plan, sink Sink, opts ExecOptions) error {
 	}
 	var jobs []job
 	remaining := make([]atomic.Int64, len(p.Tensors))
-	var total int64
-	for i := range p.Tensors {
+	for _, i := range ts {
 		pt := &p.Tensors[i]
-		if pt.enc == nil {
-			return fmt.Errorf("%s: no encoder (a plan made outside MakePlan)", pt.Name)
-		}
 		rows, n := rowsOf(pt)
 		per := max(1, blockBytes/(4*n))
 		if pr, ok := pt.enc.(Preparer); ok && pr.Prepares() {
@@ -98,11 +121,9 @@ func Execute(inv *Inventory, p *Plan, sink Sink, opts ExecOptions) error {
 				remaining[i].Add(1)
 			}
 		}
-		total += int64(rows * n * 2)
 	}
 	var (
 		next     atomic.Int64
-		done     atomic.Int64
 		mu       sync.Mutex
 		firstErr error
 		wg       sync.WaitGroup

@@ -66,7 +66,7 @@ func writeGGUF(inv *Inventory, p *Plan, kvs []gguf.KV, out string, o Options) er
 		l := where[t]
 		return writers[l.part].WriteTensorPart(l.idx, off, data)
 	}
-	if err := Execute(inv, p, sink, ExecOptions{Threads: o.Threads, Progress: o.Progress}); err != nil {
+	if err := Execute(inv, p, sink, ExecOptions{Threads: o.Threads, Progress: o.Progress, Sequence: o.Sequence}); err != nil {
 		abort()
 		return err
 	}

@@ -23,6 +23,9 @@ type Options struct {
 	// decoding rules, instead of packing them for the kernels: exact float32 products at 4
 	// bytes per weight, the reference the packed arithmetic is checked against.
 	Widen bool
+	// Blocks prepares the model for EvalBlocks, ReplaceLinear and ReleaseBlock (blocks.go):
+	// no step of the plan spans two blocks, at the cost of a few more steps per evaluation.
+	Blocks bool
 }
 
 // Hooks are called from inside Eval, on the goroutine that called it, with slices of the

@@ -43,40 +43,55 @@ func (m *Model) Eval(st *State, tokens []int, allLogits bool) ([]float32, error)
 // forward runs the plan over n checked tokens.
 func (m *Model) forward(st *State, tokens []int, allLogits bool) []float32 {
 	n := len(tokens)
+	first := 0
+	if !allLogits {
+		first = n - 1
+	}
+	m.begin(st, n, first, true)
+	for i := range m.plan.steps {
+		m.runStep(st, &m.plan.steps[i], tokens, n)
+	}
+	st.pos += n
+	return st.logits
+}
+
+// begin prepares st for an evaluation of n new positions: the KV cache, the working buffers,
+// the rotation tables and, with logits, the logits of positions [first, n).
+func (m *Model) begin(st *State, n, first int, logits bool) {
 	st.growCache(st.pos + n)
 	st.size(n)
 	st.cos = grow(st.cos, n*m.rope.half)
 	st.sin = grow(st.sin, n*m.rope.half)
 	arch.RopeTables(m.rope.invFreq, st.pos, n, st.cos, st.sin)
-	st.n, st.first = n, 0
-	if !allLogits {
-		st.first = n - 1
+	st.n, st.first = n, first
+	st.logits = nil
+	if logits {
+		st.logits = make([]float32, (n-first)*m.Vocab())
 	}
-	st.logits = make([]float32, (n-st.first)*m.Vocab())
-	for i := range m.plan.steps {
-		s := &m.plan.steps[i]
-		t0 := 0
-		if s.tail {
-			t0 = st.first
-		}
-		switch s.kind {
-		case stepRows:
-			m.runRows(st, &s.rows, tokens, t0, n)
-		case stepLinear:
-			outs := st.lin.buf2[:0]
-			for _, o := range s.lin {
-				outs = append(outs, out{st.rows(o.out, t0, n), o.w, o.weight, o.dynX})
-			}
-			st.lin.buf2 = outs
-			m.linear(st, st.rows(s.in, t0, n), n-t0, outs...)
-		case stepAttention:
-			m.attention(st, s.node, n)
-		case stepNode:
-			m.runNode(st, s.node, tokens, t0, n)
-		}
+}
+
+// runStep runs one step of the plan over the n tokens of the evaluation (a tail step over the
+// wanted positions [st.first, n)).
+func (m *Model) runStep(st *State, s *step, tokens []int, n int) {
+	t0 := 0
+	if s.tail {
+		t0 = st.first
 	}
-	st.pos += n
-	return st.logits
+	switch s.kind {
+	case stepRows:
+		m.runRows(st, &s.rows, tokens, t0, n)
+	case stepLinear:
+		outs := st.lin.buf2[:0]
+		for _, o := range s.lin {
+			outs = append(outs, out{st.rows(o.out, t0, n), o.w, o.weight, o.dynX})
+		}
+		st.lin.buf2 = outs
+		m.linear(st, st.rows(s.in, t0, n), n-t0, outs...)
+	case stepAttention:
+		m.attention(st, s.node, n)
+	case stepNode:
+		m.runNode(st, s.node, tokens, t0, n)
+	}
 }
 
 // minWork is the multiply-adds below which a product is not split across workers.

@@ -44,6 +44,13 @@ type Model struct {
 	// graph (placeEncodings).
 	encTotal int
 
+	// blocks: every step belongs to one block (Options.Blocks); released: the blocks
+	// ReleaseBlock dropped.
+	blocks   bool
+	released map[int]bool
+	// fileBacked marks the matrices whose data are the source file's mapped bytes.
+	fileBacked map[*kernels.Matrix]bool
+
 	mu     sync.Mutex // serialises Eval: the pool runs one job at a time
 	close  func() error
 	closed bool
@@ -88,7 +95,8 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 		return nil, fmt.Errorf("%s: rope_scaling: yarn is not supported by the runtime", src.file)
 	}
 	m := &Model{spec: s, tok: src.tok, path: src.file, hooks: opts.Hooks, close: src.close,
-		mats: map[string]*kernels.Matrix{}, vecs: map[string][]float32{}, dyn: src.dyn, dynInKernel: map[*kernels.Matrix]bool{}}
+		mats: map[string]*kernels.Matrix{}, vecs: map[string][]float32{}, dyn: src.dyn, dynInKernel: map[*kernels.Matrix]bool{},
+		blocks: opts.Blocks, fileBacked: map[*kernels.Matrix]bool{}}
 	m.graph = arch.ModelGraph(s)
 	reads := graphReads(m.graph)
 	var probs []string
@@ -259,6 +267,9 @@ func (m *Model) placeMatrix(name string, rt rawTensor, mode kernels.ActMode, src
 		return err
 	}
 	m.mats[name] = w
+	if len(w.Data) > 0 && len(rt.data) > 0 && &w.Data[0] == &rt.data[0] {
+		m.fileBacked[w] = true
+	}
 	return nil
 }
 

@@ -92,6 +92,8 @@ type plan struct {
 	nodes []*execNode
 	// output is the logits' node.
 	output *execNode
+	// vals are the graph's values by name (EvalBlocks reads the residual stream's).
+	vals map[string]value
 }
 
 // compile builds the plan of m's graph. observed reports which points Hooks.Activation
@@ -194,7 +196,8 @@ func (m *Model) compile(g *arch.Graph, observed, modifies func(string) bool, qua
 			p.output = en
 		}
 	}
-	p.steps = schedule(p.nodes)
+	p.steps = schedule(p.nodes, m.blocks)
+	p.vals = vals
 	return p, nil
 }
 
@@ -277,14 +280,15 @@ func (en *execNode) fusable() bool {
 	return false
 }
 
-// schedule groups the nodes into steps.
-func schedule(nodes []*execNode) []step {
+// schedule groups the nodes into steps. With blocks, no row step spans two blocks (or a block
+// and the embedding or the tail), so that every step has one layer (EvalBlocks).
+func schedule(nodes []*execNode, blocks bool) []step {
 	var steps []step
 	var rows []rowOp
-	rowsTail := false
+	rowsTail, rowsLayer := false, -1
 	flush := func() {
 		if len(rows) > 0 {
-			steps = append(steps, step{kind: stepRows, rows: newRowOps(rows), tail: rowsTail})
+			steps = append(steps, step{kind: stepRows, rows: newRowOps(rows), tail: rowsTail, layer: rowsLayer})
 			rows = nil
 		}
 	}
@@ -308,19 +312,19 @@ func schedule(nodes []*execNode) []step {
 			}
 			i--
 			steps = append(steps, st)
-			rows, rowsTail = biases, n.Tail
+			rows, rowsTail, rowsLayer = biases, n.Tail, n.Layer
 		case en.fusable():
-			if len(rows) > 0 && rowsTail != n.Tail {
+			if len(rows) > 0 && (rowsTail != n.Tail || (blocks && rowsLayer != n.Layer)) {
 				flush()
 			}
-			rowsTail = n.Tail
+			rowsTail, rowsLayer = n.Tail, n.Layer
 			rows = append(rows, newRowOp(en))
 		case n.Op == arch.OpAttention && !en.observe && !en.internal:
 			flush()
 			steps = append(steps, step{kind: stepAttention, node: en, layer: n.Layer})
 			if en.quant[len(en.quant)-1] != nil {
 				rows = append(rows, rowOp{kind: opQDQ, node: en, out: en.out, q: en.quant[len(en.quant)-1]})
-				rowsTail = false
+				rowsTail, rowsLayer = false, n.Layer
 			}
 		default:
 			flush()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/convert"
 	"github.com/gquant/gquant/convert/gqfconv"
 	"github.com/gquant/gquant/formats/stats"
@@ -40,6 +41,9 @@ type convertOptions struct {
 	smooth     float64
 	actOrder   bool
 	damp       float64
+	// layer-sequential GPTQ
+	ctx, tokens int
+	seed        uint64
 }
 
 func newConvertCmd(g *globals) *cobra.Command {
@@ -58,7 +62,10 @@ func newConvertCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.scheme, "scheme", "f16", "quantization scheme")
 	f.StringVar(&o.format, "format", "gguf", "output format: gguf or gqf (gqf schemes: "+strings.Join(gqfconv.Schemes(), ", ")+")")
 	f.StringVar(&o.encodings, "encodings", "", "gqf: AIMET encodings JSON with the activation encodings (w8a16)")
-	f.StringVar(&o.corpus, "corpus", "", "gqf: calibration text for the activation encodings when --encodings is not given")
+	f.StringVar(&o.corpus, "corpus", "", "calibration text: --method gptq without --stats runs it through the model one layer at a time (layer-sequential GPTQ); gqf: the activation encodings when --encodings is not given")
+	f.IntVar(&o.ctx, "ctx", 0, fmt.Sprintf("layer-sequential GPTQ: chunk length in tokens (0: %d, capped at the model's context)", calibrate.DefaultCtx))
+	f.IntVar(&o.tokens, "tokens", 0, "layer-sequential GPTQ: calibration tokens (0: every full chunk of the corpus)")
+	f.Uint64Var(&o.seed, "seed", 0, "layer-sequential GPTQ: sample chunks at random with this seed (0: the head of the corpus)")
 	f.IntVar(&o.maxLen, "max-len", 0, "gqf: the graph's fixed sequence length (default: the context, at most 128)")
 	f.IntVar(&o.groupSize, "group-size", 128, "gqf w4a16/w4a8: int4 group size (16, 32, 64, 128, 256)")
 	f.BoolVar(&o.sym, "sym", false, "gqf w4a16: symmetric int4 groups (no zero points)")
@@ -100,8 +107,16 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	if o.threads == 0 {
 		o.threads = runtime.NumCPU()
 	}
-	if (o.method == convert.MethodGPTQ || o.method == convert.MethodAWQ) && o.stats == "" {
-		return usageErr("convert: --method %s needs --stats FILE (gquant calibrate --hessian)", o.method)
+	sequential := o.method == convert.MethodGPTQ && o.stats == "" && o.corpus != ""
+	switch {
+	case o.method == convert.MethodGPTQ && o.stats == "" && o.corpus == "":
+		return usageErr("convert: --method gptq needs --stats FILE (gquant calibrate --hessian) or --corpus FILE (layer-sequential)")
+	case o.method == convert.MethodAWQ && o.stats == "":
+		return usageErr("convert: --method awq needs --stats FILE (gquant calibrate --hessian)")
+	case !sequential && (cmd.Flags().Changed("ctx") || cmd.Flags().Changed("tokens") || cmd.Flags().Changed("seed")):
+		return usageErr("convert: --ctx, --tokens and --seed apply to layer-sequential GPTQ (--method gptq --corpus FILE, no --stats)")
+	case o.ctx < 0 || o.tokens < 0:
+		return usageErr("convert: --ctx and --tokens must not be negative")
 	}
 	out := o.out
 	if o.dryRun {
@@ -150,6 +165,14 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 			return usageErr("convert: --method %s: --split-max-size is not supported", o.method)
 		}
 		opts.GPTQ = quantize.GPTQOptions{Damp: o.damp, ActOrder: o.actOrder, StaticGroups: o.actOrder}
+	}
+	if sequential && !o.dryRun {
+		seq, err := openSequence(cmd, g, o, dir)
+		if err != nil {
+			return optionErr("convert", err)
+		}
+		defer seq.Close()
+		opts.Sequence = seq
 	}
 	plan, err := convert.Convert(dir, o.out, opts)
 	if err != nil {
@@ -206,6 +229,14 @@ func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string
 		}
 		opts.Stats, opts.StatsPath = st, o.stats
 	}
+	if o.method == convert.MethodGPTQ && o.stats == "" && !o.dryRun {
+		seq, err := openSequence(cmd, g, o, dir)
+		if err != nil {
+			return optionErr("convert", err)
+		}
+		defer seq.Close()
+		opts.Sequence = seq
+	}
 	plan, err := gqfconv.Convert(dir, o.out, opts)
 	if err != nil {
 		return optionErr("convert", err)
@@ -244,4 +275,17 @@ func recordedCommand(args []string) string {
 		out = append(out, a)
 	}
 	return strings.Join(out, " ")
+}
+
+// openSequence loads the model for layer-sequential GPTQ over --corpus (calibrate.Sequential).
+func openSequence(cmd *cobra.Command, g *globals, o *convertOptions, dir string) (*calibrate.Sequential, error) {
+	seq, err := calibrate.NewSequential(dir, calibrate.Options{Corpus: o.corpus, Ctx: o.ctx, Tokens: o.tokens, Seed: o.seed, Threads: o.threads})
+	if err != nil {
+		return nil, err
+	}
+	if !g.quiet {
+		stderr := cmd.ErrOrStderr()
+		fmt.Fprintf(stderr, "layer-sequential GPTQ: %d calibration tokens through %d layers\n", seq.Tokens(), seq.Layers())
+	}
+	return seq, nil
 }

@@ -176,6 +176,9 @@ func TestUsageErrors(t *testing.T) {
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--keep", "((", "-o", out},
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--group-size", "0", "-o", out},
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--method", "gptq", "-o", out},
+		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--method", "awq", "--corpus", calibCorpus, "-o", out},
+		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--method", "rtn", "--ctx", "64", "-o", out},
+		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--method", "gptq", "--corpus", calibCorpus, "--tokens", "-1", "-o", out},
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w8a16", "--range", "percentile", "--percentile", "150", "--corpus", calibCorpus, "-o", out},
 		{"convert", stories260k, "--scheme", "q8_0", "--threads", "-1", "-o", out},
 		{"convert", stories260k, "--scheme", "q8_0", "--split-max-size", "1000", "-o", out},
@@ -452,5 +455,22 @@ func TestInputTruncatedWhileMapped(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("bench did not stop after its model was truncated")
+	}
+}
+
+// Layer-sequential GPTQ from the command line (--method gptq --corpus, no --stats) writes a
+// gqf file and a GGUF that verify reads, and says what it ran.
+func TestConvertLayerSequential(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ format, scheme, out string }{{"gqf", "w4a16", "m.gqf"}, {"gguf", "q4_0", "m.gguf"}} {
+		out := filepath.Join(dir, c.out)
+		code, _, stderr := run("convert", stories260k, "--format", c.format, "--scheme", c.scheme, "--method", "gptq",
+			"--corpus", calibCorpus, "--ctx", "64", "--tokens", "256", "--threads", "2", "-o", out)
+		if code != exitOK || !strings.Contains(stderr, "layer-sequential GPTQ: 256 calibration tokens through") {
+			t.Fatalf("%s: exit %d: %s", c.out, code, stderr)
+		}
+		if code, _, stderr := run("verify", out, "--ref", stories260k, "--corpus", evalCorpus, "--ctx", "64", "--chunks", "2", "--gen", "0"); code != exitOK {
+			t.Fatalf("verify %s: exit %d: %s", c.out, code, stderr)
+		}
 	}
 }

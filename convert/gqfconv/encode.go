@@ -30,6 +30,12 @@ type policy struct {
 
 // newPolicy checks the options against the scheme and the statistics against the model.
 func newPolicy(inv *convert.Inventory, sch scheme, o *Options) (*policy, error) {
+	if o.Sequence != nil {
+		if o.Method != convert.MethodGPTQ || o.Stats != nil {
+			return nil, problems.Usage(fmt.Errorf("layer-sequential calibration is for --method gptq without --stats"))
+		}
+		o.Stats = o.Sequence.Statistics()
+	}
 	p := &policy{inv: inv, sch: sch, o: o, method: o.Method, group: o.GroupSize, lpbq: o.BlockSize, threads: o.Threads}
 	if p.threads <= 0 {
 		p.threads = goruntime.NumCPU()
@@ -86,8 +92,8 @@ func newPolicy(inv *convert.Inventory, sch scheme, o *Options) (*policy, error) 
 			return nil, fmt.Errorf("smooth: needs --stats FILE (activation maxima)")
 		}
 	}
-	if o.Stats == nil {
-		return p, nil
+	if o.Stats == nil || o.Sequence != nil {
+		return p, nil // none, or the model's own, collected block by block
 	}
 	// Reject statistics of another model (or damaged ones) before reading any weight.
 	if err := arch.ValidateStats(o.Stats, inv.Spec, inv.WeightsDigest()); err != nil {
@@ -430,4 +436,23 @@ func addConst(p *convert.Plan, c arch.Const) {
 		bytes += b
 	}
 	p.AddConstant(c.Name, shape, t.Encoding.Describe(), bytes, vals, e)
+}
+
+// decodeBufs decodes a gqf tensor's buffers with the file's decoding rules (convert.Decoder).
+func decodeBufs(t *gqf.Tensor, bufs [][]byte, rows int, dst []float32) error {
+	var b [4][]byte
+	copy(b[:], bufs)
+	return gqf.DecodeRows(t, b, 0, rows, dst)
+}
+
+func (e *floatEnc) Decode(bufs [][]byte, rows, _ int, dst []float32) error {
+	return decodeBufs(e.t, bufs, rows, dst)
+}
+
+func (e *groupEnc) Decode(bufs [][]byte, rows, _ int, dst []float32) error {
+	return decodeBufs(e.t, bufs, rows, dst)
+}
+
+func (e *lpbqEnc) Decode(bufs [][]byte, rows, _ int, dst []float32) error {
+	return decodeBufs(e.t, bufs, rows, dst)
 }

@@ -36,6 +36,9 @@ type Options struct {
 	// weight is read; StatsPath is the file they came from (hashed into the provenance).
 	Stats     *stats.Stats
 	StatsPath string
+	// Sequence, with Method gptq and no Stats, is layer-sequential GPTQ (convert.Options'
+	// Sequence): Stats become its statistics, filled block by block.
+	Sequence convert.Sequence
 	// GroupSize is the int4 group of w4a16 and w4a8 (0: 128); rows that are not a whole number
 	// of groups take the largest smaller group that fits (down to 16), else 8-bit per channel.
 	GroupSize int
@@ -220,7 +223,7 @@ func Convert(dir, out string, o Options) (*convert.Plan, error) {
 	sink := func(t, buf int, off uint64, data []byte) error {
 		return w.WriteAt(tensors[t].Buffers()[buf], off, data)
 	}
-	if err := convert.Execute(inv, plan, sink, convert.ExecOptions{Threads: pol.threads, Progress: o.Progress}); err != nil {
+	if err := convert.Execute(inv, plan, sink, convert.ExecOptions{Threads: pol.threads, Progress: o.Progress, Sequence: o.Sequence}); err != nil {
 		return nil, err
 	}
 	for i := range plan.Tensors {

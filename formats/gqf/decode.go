@@ -39,6 +39,12 @@ func rowsCols(shape []int64, n int) (rows, cols int) {
 // DecodeRows writes rows [r0, r1) of a matrix (or, for a vector, elements [r0, r1)) of f as
 // float32 into dst, with the decoding rules of Decode, reading only those rows' bytes.
 func (f *File) DecodeRows(t *Tensor, r0, r1 int, dst []float32) error {
+	return DecodeRows(t, [4][]byte{f.Bytes(t.Data), f.Bytes(t.Scales), f.Bytes(t.Zeros), f.Bytes(t.BlockScales)}, r0, r1, dst)
+}
+
+// DecodeRows is File.DecodeRows over a tensor's buffers held elsewhere (a writer's, before
+// the file exists): bufs are its data, scales, zeros and block scales (nil for absent ones).
+func DecodeRows(t *Tensor, bufs [4][]byte, r0, r1 int, dst []float32) error {
 	n, err := elements(t.Shape)
 	if err != nil {
 		return fmt.Errorf("%s: %v", t.Name, err)
@@ -48,7 +54,7 @@ func (f *File) DecodeRows(t *Tensor, r0, r1 int, dst []float32) error {
 		return fmt.Errorf("%s: rows [%d, %d) of %d into %d values", t.Name, r0, r1, rows, len(dst))
 	}
 	e := t.Encoding
-	data := f.Bytes(t.Data)
+	data := bufs[0]
 	lo, hi := r0*cols, r1*cols
 	out := dst[:hi-lo]
 	if e.Granularity == Granularity_FLOAT {
@@ -88,7 +94,7 @@ func (f *File) DecodeRows(t *Tensor, r0, r1 int, dst []float32) error {
 		if e.Granularity == Granularity_PER_BLOCK {
 			bs = int(e.BlockSize)
 		}
-		sb, zb := f.Bytes(t.Scales), f.Bytes(t.Zeros)
+		sb, zb := bufs[1], bufs[2]
 		for g := lo / bs; g < hi/bs; g++ {
 			s, z := scaleAt(sb, g, e.ScaleType), zeroAt(zb, g, e.ZeroType)
 			x := out[g*bs-lo : (g+1)*bs-lo]
@@ -98,7 +104,7 @@ func (f *File) DecodeRows(t *Tensor, r0, r1 int, dst []float32) error {
 		}
 	case Granularity_LPBQ:
 		bs := int(e.BlockSize)
-		sb, k := f.Bytes(t.Scales), f.Bytes(t.BlockScales)
+		sb, k := bufs[1], bufs[3]
 		for b := lo / bs; b < hi/bs; b++ {
 			s := lpbqScale(scaleAt(sb, b*bs/cols, e.ScaleType), k[b])
 			x := out[b*bs-lo : (b+1)*bs-lo]
