@@ -118,6 +118,7 @@ func NewSequential(path string, o Options) (*Sequential, error) {
 	s.Stats.Source = path
 	s.Stats.Reindex()
 	s.st = m.NewState(ctx)
+	s.st.SkipLogits(true) // the output layer's input is observed, its product not needed
 	s.stages = stagesOf(spec, s.model.Weights)
 	ok = true
 	return s, nil
@@ -176,36 +177,21 @@ func (s *Sequential) Layers() int { return s.m.Spec().Layers }
 // Tokens is the number of calibration tokens.
 func (s *Sequential) Tokens() int { return s.meta.Tokens }
 
-// tailTokens bounds the tokens of one tail evaluation: the logits it computes (and drops)
-// take tokens × vocab floats.
-const tailTokens = 64
-
 // run evaluates block l (Layers: the tail) over every window, replacing the residual streams
 // with the block's outputs when keep is set.
 func (s *Sequential) run(l int, keep bool) error {
 	L := s.Layers()
-	h := s.m.Spec().Hidden
 	for ci, chunk := range s.chunks {
 		if s.col != nil {
 			s.col.held = ci%stats.HoldoutEvery == stats.HoldoutEvery-1
 		}
-		if l == L {
-			for t0 := 0; t0 < len(chunk); t0 += tailTokens {
-				t1 := min(t0+tailTokens, len(chunk))
-				s.st.Reset()
-				if _, err := s.m.EvalBlocks(s.st, chunk[t0:t1], s.x[ci][t0*h:t1*h], L, L); err != nil {
-					return err
-				}
-			}
-		} else {
-			s.st.Reset()
-			out, err := s.m.EvalBlocks(s.st, chunk, s.x[ci], l, l+1)
-			if err != nil {
-				return err
-			}
-			if keep {
-				s.x[ci] = out
-			}
+		s.st.Reset()
+		out, err := s.m.EvalBlocks(s.st, chunk, s.x[ci], l, min(l+1, L))
+		if err != nil {
+			return err
+		}
+		if keep && l < L {
+			s.x[ci] = out
 		}
 		if s.col != nil && s.col.err != nil {
 			return fmt.Errorf("%s: chunk %d: %w", s.path, ci, s.col.err)

@@ -95,3 +95,38 @@ func TestEvalBlocks(t *testing.T) {
 		t.Fatal("a released block ran")
 	}
 }
+
+// TestSkipLogits: a state that skips the logits hands the output layer the same input as one
+// that computes them, for every position, and returns none.
+func TestSkipLogits(t *testing.T) {
+	dir := filepath.Join("..", "testdata", "models", "stories260k")
+	var seen [][]float32
+	hooks := &Hooks{LinearInput: func(w string, x []float32, n, cols int) {
+		if w == "output.weight" {
+			seen = append(seen, append([]float32(nil), x...))
+		}
+	}}
+	m, err := Load(dir, Options{Threads: 2, Hooks: hooks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tokens := []int{1, 403, 407, 261, 103, 77, 5}
+	logits, err := m.Eval(m.NewState(0), tokens, true)
+	if err != nil || len(logits) != len(tokens)*m.Vocab() {
+		t.Fatalf("%d logits, %v", len(logits), err)
+	}
+	st := m.NewState(0)
+	st.SkipLogits(true)
+	if logits, err = m.Eval(st, tokens, true); err != nil || logits != nil {
+		t.Fatalf("skipping: %d logits, %v", len(logits), err)
+	}
+	if len(seen) != 2 || len(seen[0]) != len(tokens)*m.Spec().Hidden {
+		t.Fatalf("output inputs seen: %d", len(seen))
+	}
+	for i := range seen[0] {
+		if math.Float32bits(seen[0][i]) != math.Float32bits(seen[1][i]) {
+			t.Fatalf("output input %d: %v skipping, %v computing", i, seen[1][i], seen[0][i])
+		}
+	}
+}

@@ -65,7 +65,7 @@ func (m *Model) begin(st *State, n, first int, logits bool) {
 	arch.RopeTables(m.rope.invFreq, st.pos, n, st.cos, st.sin)
 	st.n, st.first = n, first
 	st.logits = nil
-	if logits {
+	if logits && !st.skips() {
 		st.logits = make([]float32, (n-first)*m.Vocab())
 	}
 }
@@ -81,6 +81,13 @@ func (m *Model) runStep(st *State, s *step, tokens []int, n int) {
 	case stepRows:
 		m.runRows(st, &s.rows, tokens, t0, n)
 	case stepLinear:
+		if s.tail && st.skips() {
+			if h := m.hooks; h != nil && h.LinearInput != nil {
+				o := s.lin[0]
+				h.LinearInput(o.weight, st.rows(s.in, t0, n), n-t0, o.w.Cols)
+			}
+			return
+		}
 		outs := st.lin.buf2[:0]
 		for _, o := range s.lin {
 			outs = append(outs, out{st.rows(o.out, t0, n), o.w, o.weight, o.dynX})

@@ -94,6 +94,9 @@ type plan struct {
 	output *execNode
 	// vals are the graph's values by name (EvalBlocks reads the residual stream's).
 	vals map[string]value
+	// bareOutput reports that the logits are one linear step with no observed or quantized
+	// point: State.SkipLogits can skip it.
+	bareOutput bool
 }
 
 // compile builds the plan of m's graph. observed reports which points Hooks.Activation
@@ -198,6 +201,11 @@ func (m *Model) compile(g *arch.Graph, observed, modifies func(string) bool, qua
 	}
 	p.steps = schedule(p.nodes, m.blocks)
 	p.vals = vals
+	for _, st := range p.steps {
+		if st.kind == stepLinear && st.tail && len(st.lin) == 1 && st.lin[0].out == p.output.out {
+			p.bareOutput = true
+		}
+	}
 	return p, nil
 }
 

@@ -35,7 +35,19 @@ type State struct {
 	rj     rowJob              // the current row step
 	rjRun  func(w, lo, hi int) // runOffset, made once
 	rowOff int
+
+	skipLogits bool // SkipLogits
 }
+
+// SkipLogits makes the evaluations on st that follow skip the output layer's product where
+// nothing observes or quantizes the logits: Hooks.LinearInput still receives its input for
+// every wanted position, and Eval and EvalBlocks return no logits (nil). For calibration,
+// which needs the output layer's input, not its product. A model whose logits are observed
+// (Hooks.Activation on them) computes them anyway.
+func (st *State) SkipLogits(skip bool) { st.skipLogits = skip }
+
+// skips reports whether the evaluation skips the output product.
+func (st *State) skips() bool { return st.skipLogits && st.m.plan.bareOutput }
 
 // NewState returns an empty state for sequences of at most maxTokens tokens, and never more
 // than the model's context length (0 or less: the context length). Its KV cache grows with
