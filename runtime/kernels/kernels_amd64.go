@@ -141,6 +141,10 @@ func avx512Mul(m *Matrix, pk *packed, Y []float32, a *Acts, r0, r1 int) bool {
 			bf16DotProduct(m, Y, a, r0, r1, tile)
 			return true
 		}
+		// amx: AMX-BF16 tiles over float32 activations split into bf16 parts (amx_bf16_amd64.go).
+		if m.Type == BF16 && a.kind == actF32 && a.impl == amxBF16Impl && amxBF16Mul(m, Y, a, r0, r1) {
+			return true
+		}
 		floatProduct(m, Y, a, r0, r1, tile)
 		return true
 	}
