@@ -1,0 +1,315 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// AddGram: the Gram matrix XᵀX of a layer's inputs, the Hessian of GPTQ, as a GEMM.
+//
+// Order of the operations (what makes the bits): the triangle is cut into tiles of R rows × C
+// columns of h (R = 12, C = 32 for every implementation: AVX-512, AVX2, generic), aligned on
+// those multiples; tile (i, j) is computed when j+C > i (some of its elements are on or above the
+// diagonal). The tokens are cut into blocks of gramBlock; a tile's sums over one block are
+// computed in float32, one fused multiply-add per token in token order (element (i, j):
+// acc = fma(x[t,i], x[t,j], acc) from acc = 0, one rounding each), then converted to float64
+// and added to h, block after block. Each element thus gets the same operations whatever the
+// split among workers (the split is by rows of tiles) and whichever implementation runs: the
+// AVX-512 kernel (12 × 32 in ZMM registers), the AVX2 + FMA3 one (each tile as four 6 × 16
+// sub-tiles in YMM registers: an FMA has the same result at any vector width) and gramTileGo,
+// which emulates the float32 FMA exactly (fma32); and x[t,i]·x[t,j] = x[t,j]·x[t,i] makes the
+// elements computed below the diagonal equal to their mirror images. (The tiles being the same,
+// the implementations write the same elements below the diagonal too: h has the same bits.)
+//
+// Cache blocking: per token block, each worker takes the columns in panels of gramPanel: it
+// packs the panel's columns it needs (block × gramPanel floats, 512 KiB, which stay in L2
+// while its rows of tiles pass over them) and the broadcast side of its rows of tiles that
+// start in the panel (R columns of x over the block's tokens, kept in s.rows for the later
+// panels), then runs its tiles in the panel.
+const (
+	gramBlock = 256 // tokens summed in float32 before the float64 addition
+	gramPanel = 512 // columns of x per cache panel (a multiple of every implementation's C)
+
+	gramPackTokens = 16 // rows of x packed together (read along the rows, not down the columns)
+)
+
+// parallelGramWork is the multiply-adds below which AddGram stays on the calling goroutine.
+var parallelGramWork = 1 << 22
+
+// gramTileFunc is a tile kernel: h[r·ldh + j] += float64(Σ_{t<k} a[R·t + r]·b[t·ldb + j]) for
+// r < rows and j < cols, the sum in float32 by one FMA per token in order (see above). a is the
+// packed broadcast side (R per token, zero past rows), b the packed columns of x.
+// k ≥ 1, 1 ≤ rows ≤ R, 1 ≤ cols ≤ C.
+type gramTileFunc func(h []float64, ldh int, a, b []float32, ldb, k, rows, cols int)
+
+// gramPackFunc copies k rows of up to 32 floats from src (row stride lds) to dst (row stride
+// ldd): dst[t·ldd + j] = src[t·lds + j] for the columns j of lmask, 0 for the other columns of
+// smask (a superset of lmask); only the columns of smask are written. k ≥ 1.
+type gramPackFunc func(dst []float32, ldd int, src []float32, lds, k, lmask, smask int)
+
+// gramImpl is an implementation of AddGram: its tile geometry (R = rows, C = cols, both ≤ 32,
+// C dividing gramPanel), its tile kernel and the packing that feeds it. Another kernel (say
+// AMX-BF16 tiles over x split into bf16 parts, for "amx") is another gramImpl returned by
+// gramFor; the driver (AddGram, work) is shared.
+type gramImpl struct {
+	name       string // for the tests and benchmarks
+	rows, cols int
+	tile       gramTileFunc
+	pack       gramPackFunc
+}
+
+// gramGo is the generic implementation, the operations of the AVX-512 one.
+var gramGo = gramImpl{"go", 12, 32, gramTileGo, gramPackGo}
+
+// gramPackGo is the generic gramPackFunc.
+func gramPackGo(dst []float32, ldd int, src []float32, lds, k, lmask, smask int) {
+	for t := 0; t < k; t++ {
+		d, s := dst[t*ldd:], src[t*lds:]
+		for j := 0; smask>>j != 0; j++ {
+			switch {
+			case lmask>>j&1 != 0:
+				d[j] = s[j]
+			case smask>>j&1 != 0:
+				d[j] = 0
+			}
+		}
+	}
+}
+
+// GramScratch is AddGram's reusable working memory: the packed copies of x and the state of
+// the job handed to the pool. The zero value is ready to use; AddGram grows it as needed
+// (with m = min(n, 256) tokens: m·c floats shared by the workers, and m·min(c, 512) floats per
+// worker, 4 MiB in all for c = 3072 on two workers) and a call that finds it large enough does
+// not allocate. The caller owns it: one GramScratch serves one AddGram call at a time (calls
+// that may run concurrently need one each), and it may be dropped between calls.
+type GramScratch struct {
+	rows   []float32   // the broadcast side of every row of tiles (each worker packs its rows)
+	panels [][]float32 // per worker: the packed columns of the current panel
+
+	// The job of the current call, read by the workers.
+	h     []float64
+	x     []float32
+	n, c  int
+	parts int
+	impl  gramImpl
+	run   func(w, lo, hi int) // s.work, made once
+}
+
+// AddGram adds the upper triangle (j ≥ i) of XᵀX over the n rows of x (n × c, row-major
+// float32) to h (c × c, row-major float64): h[i·c + j] += Σ_t x[t·c + i]·x[t·c + j].
+//
+// Below the diagonal, an element is either left untouched or given exactly the additions its
+// mirror image above the diagonal gets (the same bits): those of row i in the columns from
+// i − 39 or so (i rounded down to a multiple of 12, then of 32) to i − 1. So h stays symmetric
+// where it is written; mirroring the upper triangle into the lower one is the caller's job.
+//
+// Sums are in float32 over blocks of 256 tokens (by fused multiply-adds, in token order) and
+// in float64 across blocks and calls (gram.go has the exact order). The result has the same
+// bits for every pool size, and the assembly (AVX-512F, or AVX2 + FMA3) and the generic Go
+// code give the same bits (NaN payloads aside). The AVX-512 kernel serves the assembly
+// implementations (Impl "amx", "avx512vnni"); the AVX2 one the "generic" implementation (the
+// only one of CPUs without AVX-512) where the CPU has AVX2 and FMA3, unless GQUANT_NOASM=1 (or
+// -tags purego). The generic code emulates the float32 FMA: it is about 3× slower than a
+// scalar float64 loop; per thread the AVX2 kernel runs near the 2 × 8-lane FMA peak (about
+// 100 GFLOP/s at 3.8 GHz), the AVX-512 one about 1.5× faster.
+//
+// pool (nil: the calling goroutine only) spreads the rows of h among its workers, balanced by
+// the area of the triangle; it must not be running another job. s is the caller's reusable
+// scratch (nil: a temporary one, allocated by this call).
+func AddGram(h []float64, x []float32, n, c int, pool *Pool, s *GramScratch) {
+	if n < 0 || c < 0 || len(h) < c*c || len(x) < n*c {
+		panic(fmt.Sprintf("kernels: AddGram: h of %d and x of %d elements for n = %d, c = %d", len(h), len(x), n, c))
+	}
+	if n == 0 || c == 0 {
+		return
+	}
+	addGram(h, x, n, c, pool, s, gramFor(current))
+}
+
+// addGram is AddGram (arguments checked, n, c ≥ 1) with Gram implementation g.
+func addGram(h []float64, x []float32, n, c int, pool *Pool, s *GramScratch, g gramImpl) {
+	if s == nil {
+		s = new(GramScratch)
+	}
+	workers := 1
+	if pool != nil && c*c*n >= parallelGramWork {
+		workers = min(pool.Workers(), (c+g.rows-1)/g.rows)
+	}
+	m := min(n, gramBlock)
+	if need := (c + g.rows - 1) / g.rows * g.rows * m; len(s.rows) < need {
+		s.rows = make([]float32, need)
+	}
+	for w := range workers {
+		if w == len(s.panels) {
+			s.panels = append(s.panels, nil)
+		}
+		if need := m * min(gramPanel, (c+g.cols-1)/g.cols*g.cols); len(s.panels[w]) < need {
+			s.panels[w] = make([]float32, need)
+		}
+	}
+	s.h, s.x, s.n, s.c, s.parts, s.impl = h[:c*c], x[:n*c], n, c, workers, g
+	if workers == 1 {
+		s.work(0, 0, 1)
+	} else {
+		if s.run == nil {
+			s.run = s.work
+		}
+		pool.Run(workers, 1, s.run)
+	}
+	s.h, s.x, s.impl = nil, nil, gramImpl{}
+}
+
+// gramSplit returns the first row of part p of parts (p = parts: c) for tiles of R rows × C
+// columns: a multiple of R, chosen so that the parts have about the same tile area.
+func gramSplit(c, R, C, p, parts int) int {
+	if p <= 0 {
+		return 0
+	}
+	if p >= parts {
+		return c
+	}
+	total := 0
+	for i := 0; i < c; i += R {
+		total += c - i/C*C
+	}
+	goal := total * p / parts // parts ≤ MaxWorkers, total < c²: no overflow
+	acc := 0
+	for i := 0; i < c; i += R {
+		acc += c - i/C*C
+		if acc >= goal {
+			return min(i+R, c)
+		}
+	}
+	return c
+}
+
+// work is part w of the job (lo, hi unused: one part per worker).
+func (s *GramScratch) work(w, _, _ int) {
+	h, x, n, c, g := s.h, s.x, s.n, s.c, s.impl
+	R, C := g.rows, g.cols
+	i0, i1 := gramSplit(c, R, C, w, s.parts), gramSplit(c, R, C, w+1, s.parts)
+	if i0 >= i1 {
+		return
+	}
+	// The part's rows of tiles, packed: m × R floats each at (i−i0)·m in its share of s.rows,
+	// with m the first block's token count, so that the shares never overlap.
+	m := min(n, gramBlock)
+	a, panel := s.rows[i0*m:(i1+R-1)/R*R*m], s.panels[w]
+	for t0 := 0; t0 < n; t0 += gramBlock {
+		k := min(gramBlock, n-t0)
+		xb := x[t0*c:]
+		for p0 := 0; p0 < c; p0 += gramPanel {
+			p1 := min(p0+gramPanel, c)
+			jlo := max(p0, i0/C*C) // the first column of the panel that the part's tiles use
+			if jlo >= p1 {
+				continue
+			}
+			// The panel's columns from jlo, tile by tile: k × C floats each; and the rows of
+			// tiles that start in the panel (first used here), while those rows of x are in
+			// cache.
+			ilo := i0 + max(0, p0-i0+R-1)/R*R // the first row of tiles in [p0, p1)
+			for tc := 0; tc < k; tc += gramPackTokens {
+				kc := min(gramPackTokens, k-tc)
+				for j := jlo; j < p1; j += C {
+					g.pack(panel[(j-jlo)*k+tc*C:], C, xb[tc*c+j:], c, kc, 1<<min(C, c-j)-1, 1<<C-1)
+				}
+				for i := ilo; i < min(i1, p1); i += R {
+					g.pack(a[(i-i0)*m+tc*R:], R, xb[tc*c+i:], c, kc, 1<<min(R, c-i)-1, 1<<R-1)
+				}
+			}
+			for i := i0; i < min(i1, p1); i += R {
+				rows, ai := min(R, c-i), a[(i-i0)*m:]
+				for j := max(jlo, i/C*C); j < p1; j += C {
+					g.tile(h[i*c+j:], c, ai, panel[(j-jlo)*k:], C, k, rows, min(C, c-j))
+				}
+			}
+		}
+	}
+}
+
+// gramTileGo is the generic tile kernel (R = 12, C = 32): the operations of the assembly
+// (gramTile12x32, gramTile6x16). Each token
+// computes the accumulators from cur into next (then they swap): a branch-free loop over a
+// row, redone with fma32 when one of its sums needs fma32Slow.
+func gramTileGo(h []float64, ldh int, a, b []float32, ldb, k, rows, cols int) {
+	const R, C = 12, 32
+	var accs [2][R][C]float32
+	var bv [C]float64
+	cur, next := &accs[0], &accs[1]
+	a = a[:k*R]
+	for t := 0; t < k; t++ {
+		bt := bv[:cols]
+		for j, v := range b[t*ldb : t*ldb+cols] {
+			bt[j] = float64(v)
+		}
+		for r, v := range a[t*R : t*R+rows] {
+			av, cr, nr := float64(v), cur[r][:len(bt)], next[r][:len(bt)]
+			if gramRowGo(nr, cr, bt, av) {
+				for j, bj := range bt {
+					nr[j] = fma32(av, bj, cr[j])
+				}
+			}
+		}
+		cur, next = next, cur
+	}
+	for r := 0; r < rows; r++ {
+		hr := h[r*ldh : r*ldh+cols]
+		for j, v := range cur[r][:len(hr)] {
+			hr[j] += float64(v)
+		}
+	}
+}
+
+// gramRowGo sets next[j] = float32(av·b[j] + cur[j]) (the sum in float64) and reports whether
+// one of the sums is one that fma32 hands to fma32Slow (then the row must be redone with fma32).
+// (Not inlined: inside gramTileGo its loop variables would live on the stack.)
+//
+//go:noinline
+func gramRowGo(next, cur []float32, b []float64, av float64) bool {
+	var hard uint64 // bit 63: some sum has its low 28 bits zero
+	cur, b = cur[:len(next)], b[:len(next)]
+	for j := range next {
+		s := av*b[j] + float64(cur[j])
+		hard |= math.Float64bits(s)&0x0fffffff - 1
+		next[j] = float32(s)
+	}
+	return hard>>63 != 0
+}
+
+// fma32 returns the float32 fused multiply-add a·b + c (one rounding) for a and b holding
+// float32 values: the product is exact in float64, so s = a·b + c has one float64 rounding
+// (fused or not, the same), and rounding s to float32 gives the correctly rounded result
+// unless s lies exactly halfway between two float32 values. A midpoint has its low 29 bits
+// 1000…0 (normal float32 range) or 0 (subnormal range), so fma32Slow takes the s whose low 28
+// bits are zero (those and the few others, exactly representable sums mostly).
+func fma32(a, b float64, c float32) float32 {
+	s := a*b + float64(c)
+	if math.Float64bits(s)&0x0fffffff == 0 {
+		return fma32Slow(a, b, float64(c), s)
+	}
+	return float32(s)
+}
+
+// fma32Slow rounds a·b + c to float32 through s = a·b + c rounded to odd: the exact error of
+// the float64 addition (TwoSum) says on which side of s the exact sum lies, and an inexact s
+// with an even significand moves one ulp towards it. Rounding to odd at 53 bits, then to
+// nearest at 24, rounds correctly.
+//
+//go:noinline
+func fma32Slow(a, b, c, s float64) float32 {
+	if math.IsInf(s, 0) || math.IsNaN(s) {
+		return float32(s)
+	}
+	p := float64(a * b) // exact
+	bb := s - p
+	e := (p - (s - bb)) + (c - bb)
+	if u := math.Float64bits(s); e != 0 && u&1 == 0 {
+		if (e > 0) == (s > 0) {
+			u++
+		} else {
+			u--
+		}
+		s = math.Float64frombits(u)
+	}
+	return float32(s)
+}

@@ -1,0 +1,195 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Gram micro-kernel (AVX-512F) for AddGram: one tile of 12 rows × 32 columns of h,
+//
+//	h[r·ldh + j] += float64(Σ_{t<k} a[12·t + r]·b[t·ldb + j])   for r < rows, j < 32 with mask bit j,
+//
+// the sum over t in float32, one FMA per t, in order from t = 0 (lane j of accumulator r is
+// acc = fma(a, b, acc)); gramTileGo does the same operations. a is the packed 12-column slice
+// of the tokens (the broadcast side, zero-padded rows), b the 32 columns of x (row stride ldb
+// elements, masked loads), h float64 with row stride ldh elements. k ≥ 1, rows ≤ 12.
+//
+// The token loop prefetches b 8 tokens ahead (b streams from L2: AddGram packs it per panel);
+// it measured 8 % faster than without. (Prefetching h for the epilogue measured nothing.)
+//
+// Registers: Z0-Z23 the 24 accumulators (row r: Z(2r) columns 0-15, Z(2r+1) columns 16-31),
+// Z24-Z25 the token's 32 b values, Z26-Z27 the broadcast a values, Z28-Z30 the epilogue;
+// K1/K2 the float32 column masks, K3-K6 the float64 ones (8 columns each).
+//
+// func gramTile12x32(h *float64, ldh int, a *float32, b *float32, ldb int, k int, rows int, mask int)
+
+#define ROW(off, acc0, acc1, bc) \
+	VBROADCASTSS off(SI), bc  \
+	VFMADD231PS  Z24, bc, acc0 \
+	VFMADD231PS  Z25, bc, acc1
+
+// STORE8(src, off, kmask): h[off bytes + 0..7] += float64(src's 8 floats) (src a Y register).
+#define STORE8(src, off, kmask) \
+	VCVTPS2PD src, Z28            \
+	VMOVUPD.Z off(R8), kmask, Z29 \
+	VADDPD    Z29, Z28, Z28       \
+	VMOVUPD   Z28, kmask, off(R8)
+
+// STORE_ROW(acc0, acc0y, acc1, acc1y): adds one row of accumulators to h at R8, then R8 += ldh.
+#define STORE_ROW(acc0, acc0y, acc1, acc1y) \
+	STORE8(acc0y, 0, K3)            \
+	VEXTRACTF64X4 $1, acc0, Y30     \
+	STORE8(Y30, 64, K4)             \
+	STORE8(acc1y, 128, K5)          \
+	VEXTRACTF64X4 $1, acc1, Y30     \
+	STORE8(Y30, 192, K6)            \
+	ADDQ R9, R8
+
+TEXT ·gramTile12x32(SB), NOSPLIT, $0-64
+	MOVQ h+0(FP), R8
+	MOVQ ldh+8(FP), R9
+	SHLQ $3, R9
+	MOVQ a+16(FP), SI
+	MOVQ b+24(FP), DI
+	MOVQ ldb+32(FP), DX
+	SHLQ $2, DX
+	MOVQ k+40(FP), CX
+	MOVQ rows+48(FP), R10
+	MOVQ mask+56(FP), BX
+
+	KMOVW BX, K1
+	MOVL  BX, AX
+	ANDL  $0xff, AX
+	KMOVW AX, K3
+	MOVL  BX, AX
+	SHRL  $8, AX
+	ANDL  $0xff, AX
+	KMOVW AX, K4
+	MOVL  BX, AX
+	SHRL  $16, AX
+	KMOVW AX, K2
+	ANDL  $0xff, AX
+	KMOVW AX, K5
+	MOVL  BX, AX
+	SHRL  $24, AX
+	KMOVW AX, K6
+
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+	LEAQ (DI)(DX*8), R11 // b, 8 tokens ahead
+
+loop:
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	VMOVUPS.Z (DI), K1, Z24
+	VMOVUPS.Z 64(DI), K2, Z25
+	ROW(0, Z0, Z1, Z26)
+	ROW(4, Z2, Z3, Z27)
+	ROW(8, Z4, Z5, Z26)
+	ROW(12, Z6, Z7, Z27)
+	ROW(16, Z8, Z9, Z26)
+	ROW(20, Z10, Z11, Z27)
+	ROW(24, Z12, Z13, Z26)
+	ROW(28, Z14, Z15, Z27)
+	ROW(32, Z16, Z17, Z26)
+	ROW(36, Z18, Z19, Z27)
+	ROW(40, Z20, Z21, Z26)
+	ROW(44, Z22, Z23, Z27)
+	ADDQ $48, SI
+	ADDQ DX, DI
+	ADDQ DX, R11
+	DECQ CX
+	JNZ  loop
+
+	STORE_ROW(Z0, Y0, Z1, Y1)
+	CMPQ R10, $1
+	JLE  done
+	STORE_ROW(Z2, Y2, Z3, Y3)
+	CMPQ R10, $2
+	JLE  done
+	STORE_ROW(Z4, Y4, Z5, Y5)
+	CMPQ R10, $3
+	JLE  done
+	STORE_ROW(Z6, Y6, Z7, Y7)
+	CMPQ R10, $4
+	JLE  done
+	STORE_ROW(Z8, Y8, Z9, Y9)
+	CMPQ R10, $5
+	JLE  done
+	STORE_ROW(Z10, Y10, Z11, Y11)
+	CMPQ R10, $6
+	JLE  done
+	STORE_ROW(Z12, Y12, Z13, Y13)
+	CMPQ R10, $7
+	JLE  done
+	STORE_ROW(Z14, Y14, Z15, Y15)
+	CMPQ R10, $8
+	JLE  done
+	STORE_ROW(Z16, Y16, Z17, Y17)
+	CMPQ R10, $9
+	JLE  done
+	STORE_ROW(Z18, Y18, Z19, Y19)
+	CMPQ R10, $10
+	JLE  done
+	STORE_ROW(Z20, Y20, Z21, Y21)
+	CMPQ R10, $11
+	JLE  done
+	STORE_ROW(Z22, Y22, Z23, Y23)
+
+done:
+	VZEROUPPER
+	RET
+
+// Packing for AddGram: k rows of up to 32 floats from src (row stride lds elements) to dst
+// (row stride ldd elements), dst[t·ldd + j] = src[t·lds + j] for the columns j of lmask and
+// 0 for the other columns of smask; only the columns of smask are written. k ≥ 1.
+//
+// func gramPack(dst *float32, ldd int, src *float32, lds int, k int, lmask, smask int)
+TEXT ·gramPack(SB), NOSPLIT, $0-56
+	MOVQ  dst+0(FP), DI
+	MOVQ  ldd+8(FP), DX
+	SHLQ  $2, DX
+	MOVQ  src+16(FP), SI
+	MOVQ  lds+24(FP), R8
+	SHLQ  $2, R8
+	MOVQ  k+32(FP), CX
+	MOVQ  lmask+40(FP), AX
+	KMOVW AX, K1
+	SHRL  $16, AX
+	KMOVW AX, K2
+	MOVQ  smask+48(FP), AX
+	KMOVW AX, K3
+	SHRL  $16, AX
+	KMOVW AX, K4
+
+pack:
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z 64(SI), K2, Z1
+	VMOVUPS   Z0, K3, (DI)
+	VMOVUPS   Z1, K4, 64(DI)
+	ADDQ      R8, SI
+	ADDQ      DX, DI
+	DECQ      CX
+	JNZ       pack
+	VZEROUPPER
+	RET
