@@ -29,6 +29,11 @@ type Acts struct {
 
 	f  []float32 // nTok×cols: float forms (actF32 copies, actF16/actBF16 rounded)
 	bf []uint16  // nTok×cols: actBF16 as bf16 bits for VDPBF16PS (implTable.bf16Dot), else empty
+	// xp: actF32 in the layout the implementation's tiles read (implTable.floatPacked: amx's
+	// BF16 × float32 products, the split into bf16 parts in TDPBF16PS's pair layout), built
+	// by every Prepare of a matrix whose products read it, else empty (the products then
+	// pack for themselves). Its capacity is kept (alignedBytes, 64-byte aligned).
+	xp []byte
 
 	// Quantized forms in ggml's layout (the generic code reads these).
 	qs    []int8    // nTok×cols values

@@ -35,9 +35,11 @@ import (
 // Tiles. C = W·Xᵀ for a block of up to 32 weight rows × 32 tokens: A = the weights as they are
 // stored (two row tiles of 16 rows × 32 bf16, stride the row's bytes: no repacking, no memory
 // besides the matrix), B = the activations' parts in TDPBF16PS's pair layout (per 32-column
-// chunk and part, two 1 KB tiles of 16 pairs × 16 tokens), packed by each worker once per
-// product (amxBF16Pack: the split, then a 16×16 dword transpose; see pack for how a later row
-// range knows it may reuse them), C = 4 tiles of 16 rows × 16 tokens
+// chunk and part, two 1 KB tiles of 16 pairs × 16 tokens), packed once per batch in Prepare
+// (Acts.xp, amxBF16Packed; PrepareOn spreads 16-token ranges over the workers; amxBF16Pack:
+// the split, then a 16×16 dword transpose), which every row range of every BF16 matrix
+// sharing the activations reads; activations Prepare did not pack (prepared by a matrix of
+// other weights) are packed by each worker (see pack), C = 4 tiles of 16 rows × 16 tokens
 // in float32, stored to a 32×32 scratch and transposed into Y (tokens × rows) by
 // amxBF16StoreT. Each A tile loaded serves the three parts and both token tiles (6 products),
 // each B tile both row tiles. amxBF16Tile is the general kernel, C (float32) += A (bf16, any
@@ -143,16 +145,39 @@ func amxBF16Config(cfg []byte, m0, m1 int) {
 
 // amxBF16Mul computes rows [r0,r1) of a BF16 × float32 product on the tiles and reports
 // true, or reports false (to leave it to the AVX-512 kernels) when the batch is below
-// amxBF16MinTokens or the tiles are not available.
+// amxBF16MinTokens or the tiles are not available. The activations' parts are a.xp where
+// Prepare packed them (a matrix of BF16 weights prepared a, under amx: amxBF16Packed), else
+// the scratch's (s.pack: activations prepared by another matrix of float activations).
 func amxBF16Mul(m *Matrix, Y []float32, a *Acts, r0, r1 int) bool {
 	if !amxBF16On || a.nTok < amxBF16MinTokens || !amxBF16Checked() {
 		return false
 	}
 	amxBF16TileProducts.Add(1)
 	s := amxBF16Pool.Get().(*amxBF16Scratch)
-	amxBF16Product(m, Y, a.f, a.nTok, r0, r1, s, amxBF16Parts)
+	if len(a.xp) > 0 {
+		amxBF16Groups(m, Y, a.xp, a.nTok, r0, r1, s, amxBF16Parts)
+	} else {
+		amxBF16Product(m, Y, a.f, a.nTok, r0, r1, s, amxBF16Parts)
+	}
 	amxBF16Pool.Put(s)
 	return true
+}
+
+// amxBF16Packed is amxImpl.floatPacked: the bytes of the packed parts of nTok tokens (the B
+// tiles of amxBF16Tile, as pack lays them out) when m's products run on the tiles, else 0.
+func amxBF16Packed(m *Matrix, nTok int) int {
+	if m.Type != BF16 || m.grp != nil || m.actKind() != actF32 || !amxBF16On || nTok < amxBF16MinTokens || !amxBF16Checked() {
+		return 0
+	}
+	return (nTok + 31) / 32 * ((m.Cols + 31) / 32) * amxBF16Parts * 2048
+}
+
+// amxBF16PackActs is amxImpl.floatPack: it packs tokens [t0,t1) of a.f into a.xp (t0 a
+// multiple of 16; the bytes pack writes).
+func amxBF16PackActs(a *Acts, t0, t1 int) {
+	s := amxBF16Pool.Get().(*amxBF16Scratch)
+	amxBF16PackTokens(a.xp, a.f, t0, t1, a.cols, amxBF16Parts, s)
+	amxBF16Pool.Put(s)
 }
 
 // amxBF16GroupBytes is the size of the packed activations of one token group: a product
@@ -167,47 +192,63 @@ const amxBF16GroupBytes = 1 << 20
 // unless s holds them already.
 func amxBF16Product(m *Matrix, Y, X []float32, nTok, r0, r1 int, s *amxBF16Scratch, planes int) {
 	s.pack(X, nTok, m.Cols, planes)
+	amxBF16Groups(m, Y, s.b, nTok, r0, r1, s, planes)
+}
+
+// amxBF16Groups computes rows [r0,r1) of Y = W·Xᵀ from the packed parts B of X (pack's
+// layout), token group after token group.
+func amxBF16Groups(m *Matrix, Y []float32, B []byte, nTok, r0, r1 int, s *amxBF16Scratch, planes int) {
 	kc, tail := m.Cols/32, m.Cols%32
 	bblock := ((m.Cols + 31) / 32) * planes * 2048 // the B tiles of 32 tokens
 	group := 32 * max(1, amxBF16GroupBytes/bblock)
 	for g0 := 0; g0 < nTok; g0 += group {
 		g1 := min(nTok, g0+group)
-		amxBF16Rows(m, Y[g0*m.Rows:], s.b[g0/32*bblock:], g1-g0, r0, r1, s, planes, kc, tail, bblock)
+		amxBF16Rows(m, Y[g0*m.Rows:], B[g0/32*bblock:], g1-g0, r0, r1, s, planes, kc, tail, bblock)
 	}
 }
 
 // pack splits nTok tokens X of cols columns into planes parts and lays them out as the B
-// tiles of amxBF16Tile in s.b: 32 tokens after 32, per 32-column chunk (the last zero-padded),
-// per part, the two 16-token tiles. When s.b already holds the parts of the same values (the
-// same shape and the same bytes as s.xc, the copy of X kept for that comparison), it does
-// nothing: the workers of one product (the runtime hands each a succession of row ranges
-// over the same activations) pack once each instead of once per range. The comparison reads
-// X and the copy: a sixth of the cost of packing (BenchmarkAMXBF16Pack).
+// tiles of amxBF16Tile in s.b (amxBF16PackTokens). When s.b already holds the parts of the
+// same values (the same shape and the same bytes as s.xc, the copy of X kept for that
+// comparison), it does nothing: the workers of one product (the runtime hands each a
+// succession of row ranges over the same activations) pack once each instead of once per
+// range. The comparison reads X and the copy: a sixth of the cost of packing
+// (BenchmarkAMXBF16Pack). This is the fallback for activations that Prepare did not pack
+// (Acts.xp: prepared by a matrix other than BF16, or by prepareActs).
 func (s *amxBF16Scratch) pack(X []float32, nTok, cols, planes int) {
 	xb := unsafe.Slice((*byte)(unsafe.Pointer(&X[0])), 4*nTok*cols)
 	if s.nTok == nTok && s.cols == cols && s.planes == planes && bytes.Equal(xb, s.xc) {
 		return
 	}
-	kc, tail := cols/32, cols%32
-	bchunk := planes * 2048
-	bblock := ((cols + 31) / 32) * bchunk
+	bblock := ((cols + 31) / 32) * planes * 2048
 	if n := (nTok + 31) / 32 * bblock; len(s.b) < n {
 		s.b = alignedBytes(n)
 	}
 	s.xc = append(s.xc[:0], xb...)
 	s.nTok, s.cols, s.planes = nTok, cols, planes
-	for t0 := 0; t0 < nTok; t0 += 16 {
-		nt := min(16, nTok-t0)
-		dst := s.b[t0/32*bblock+t0/16%2*1024:]
+	amxBF16PackTokens(s.b, X, 0, nTok, cols, planes, s)
+}
+
+// amxBF16PackTokens splits tokens [t0,t1) of X (all the batch's tokens, cols columns each; t0
+// a multiple of 16) into planes parts and lays them out as the B tiles of amxBF16Tile in dst:
+// 32 tokens after 32, per 32-column chunk (the last zero-padded), per part, the two 16-token
+// tiles. It uses s's tails and amxBF16Pack's buffer.
+func amxBF16PackTokens(dst []byte, X []float32, t0, t1, cols, planes int, s *amxBF16Scratch) {
+	kc, tail := cols/32, cols%32
+	bchunk := planes * 2048
+	bblock := ((cols + 31) / 32) * bchunk
+	for ; t0 < t1; t0 += 16 {
+		nt := min(16, t1-t0)
+		d := dst[t0/32*bblock+t0/16%2*1024:]
 		if kc > 0 {
-			amxBF16Pack(&dst[0], &X[t0*cols], 4*cols, nt, kc, planes, bchunk, 2048, &s.tmp[0])
+			amxBF16Pack(&d[0], &X[t0*cols], 4*cols, nt, kc, planes, bchunk, 2048, &s.tmp[0])
 		}
 		if tail > 0 {
 			for i := 0; i < nt; i++ {
 				xt := s.xt[32*i : 32*i+32]
 				clear(xt[copy(xt, X[(t0+i)*cols+32*kc:(t0+i+1)*cols]):])
 			}
-			amxBF16Pack(&dst[kc*bchunk], &s.xt[0], 128, nt, 1, planes, bchunk, 2048, &s.tmp[0])
+			amxBF16Pack(&d[kc*bchunk], &s.xt[0], 128, nt, 1, planes, bchunk, 2048, &s.tmp[0])
 		}
 	}
 }
@@ -333,6 +374,7 @@ var amxBF16Impl *implTable
 
 func init() {
 	amxBF16Impl = amxImpl
+	amxImpl.floatPacked, amxImpl.floatPack, amxImpl.floatPackUnit = amxBF16Packed, amxBF16PackActs, 16
 	amxBF16Checked = amxCheckOnce("AMX-BF16 self-check", func() error { return amxBF16SelfCheck(amxBF16Parts) })
 }
 

@@ -3,6 +3,7 @@
 package kernels
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -460,8 +461,8 @@ func TestAMXBF16Encodings(t *testing.T) {
 // BenchmarkAMXBF16 measures BF16 × float32 products (the default mode of BF16 weights) on the
 // AMX-BF16 tiles ("amx") and with widen + FMA ("avx512vnni"), interleaved in one run, for two
 // Qwen3-0.6B matrix shapes and 16 to 512 tokens: whole matrices in one call, the activations
-// prepared outside the timing, and packed again for every tile product (as the first row
-// range of a product does; later ranges compare them instead, BenchmarkAMXBF16Pack). It
+// prepared again for every product, inside the timing (under amx, Prepare packs the parts:
+// once per batch, however many row ranges and matrices then share them). It
 // reports the tiles' speed-up over widen + FMA (x_fma), their tok/s and GFLOP/s (2 per
 // multiply-add of W·x).
 //
@@ -486,8 +487,8 @@ func BenchmarkAMXBF16(b *testing.B) {
 					m.MulActs(Y, &a, 0, sh.rows)
 					var el time.Duration
 					for range n {
-						forgetBF16Scratch()
 						start := time.Now()
+						m.Prepare(&a, X, nTok) // under amx the parts are packed here
 						m.MulActs(Y, &a, 0, sh.rows)
 						el += time.Since(start)
 					}
@@ -506,15 +507,9 @@ func BenchmarkAMXBF16(b *testing.B) {
 	}
 }
 
-// forgetBF16Scratch makes the pooled scratch (the one this goroutine will get) pack again.
-func forgetBF16Scratch() {
-	s := amxBF16Pool.Get().(*amxBF16Scratch)
-	s.forget()
-	amxBF16Pool.Put(s)
-}
-
 // BenchmarkAMXBF16Pack measures, for 128 tokens of 1024 columns, the packing of 1 to 3 parts
-// and the comparison that replaces it in a product's later row ranges, in CPU cycles per
+// and the comparison that replaces it in a later row range of the scratch path (activations
+// Prepare did not pack: amxBF16Scratch.pack), in CPU cycles per
 // activation at the nominal 2.6 GHz.
 func BenchmarkAMXBF16Pack(b *testing.B) {
 	amxBF16Testable(b)
@@ -569,3 +564,112 @@ func BenchmarkAMXBF16Kernel(b *testing.B) {
 }
 
 var benchBF16Tokens = []int{16, 64, 128, 512}
+
+// TestAMXBF16PreparedParts checks the parts packed once per batch in Prepare (Acts.xp): they
+// are the bytes a worker's scratch packs; products of two matrices sharing one PrepareOn
+// (workers packing disjoint token ranges), over row ranges spread over a pool, give the bits
+// of one whole product on the scratch path, which are amxBF16Model's; activations prepared
+// again in the same Acts (the same slice changed in place, or another batch of the same
+// shape) are the ones multiplied; activations prepared by an F32 matrix (not packed) take the
+// scratch path; and a product of prepared activations allocates nothing.
+func TestAMXBF16PreparedParts(t *testing.T) {
+	amxBF16Testable(t)
+	restore, err := SetImpl("amx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	rng := rand.New(rand.NewPCG(81, 82))
+	p := NewPool(3)
+	defer p.Close()
+	s := amxBF16Pool.Get().(*amxBF16Scratch)
+	defer amxBF16Pool.Put(s)
+	for _, sh := range []struct{ rows, cols, nTok int }{{70, 1000, 70}, {37, 100, 35}, {40, 3072 + 5, 53}, {33, 64, amxBF16MinTokens}} {
+		q, k := bf16Matrix(t, sh.rows, sh.cols, rng, []int{0, 0, 1, 0}), bf16Matrix(t, sh.rows+9, sh.cols, rng, nil)
+		if !q.SharesActs(k) {
+			t.Fatal("BF16 matrices of the same width do not share activations")
+		}
+		X := bf16Acts(sh.nTok, sh.cols, rng)
+		var a Acts
+		name := fmt.Sprintf("%dx%d, %d tokens", sh.rows, sh.cols, sh.nTok)
+		for round := 0; round < 3; round++ {
+			switch round {
+			case 1:
+				X[len(X)-1] += 1 // the same slice, changed in place
+			case 2:
+				X = bf16Acts(sh.nTok, sh.cols, rng)
+			}
+			q.PrepareOn(p, &a, X, sh.nTok)
+			if len(a.xp) == 0 {
+				t.Fatalf("%s: Prepare did not pack the parts", name)
+			}
+			s.pack(X, sh.nTok, sh.cols, amxBF16Parts)
+			// The 16-token tiles the batch has (a block's second tile past the last token is
+			// neither written nor read).
+			chunks := (sh.cols + 31) / 32
+			for o := 0; o < len(a.xp); o += 1024 {
+				tok := o/(chunks*amxBF16Parts*2048)*32 + o/1024%2*16
+				if tok < sh.nTok && !bytes.Equal(a.xp[o:o+1024], s.b[o:o+1024]) {
+					t.Fatalf("%s, round %d: packed parts of token %d differ from the scratch's", name, round, tok)
+				}
+			}
+			for _, m := range []*Matrix{q, k} {
+				whole, want := make([]float32, sh.nTok*m.Rows), make([]float32, sh.nTok*m.Rows)
+				s.forget()
+				amxBF16Product(m, whole, X, sh.nTok, 0, m.Rows, s, amxBF16Parts)
+				amxBF16Model(m, want, X, sh.nTok, 0, m.Rows, amxBF16Parts)
+				pooled := make([]float32, len(whole))
+				before := amxBF16TileProducts.Load()
+				p.RunDynamic(m.Rows, 16, func(_, lo, hi int) { m.MulActs(pooled, &a, lo, hi) })
+				ranges := make([]float32, len(whole))
+				for _, r := range [][2]int{{0, 5}, {5, 21}, {21, 32}, {32, m.Rows}} {
+					m.MulActs(ranges, &a, r[0], r[1])
+				}
+				if amxBF16TileProducts.Load() == before {
+					t.Fatalf("%s: the products did not take the tiles", name)
+				}
+				for i := range whole {
+					w := math.Float32bits(want[i])
+					if math.Float32bits(whole[i]) != w || math.Float32bits(pooled[i]) != w || math.Float32bits(ranges[i]) != w {
+						t.Fatalf("%s, round %d, %d rows: token %d row %d: whole %v, pooled %v, ranges %v, model %v",
+							name, round, m.Rows, i/m.Rows, i%m.Rows, whole[i], pooled[i], ranges[i], want[i])
+					}
+				}
+			}
+		}
+		// Prepared by an F32 matrix of the same width: no packed parts, the scratch's.
+		f32, err := NewMatrix(F32, 1, sh.cols, make([]byte, 4*sh.cols))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !f32.SharesActs(q) {
+			t.Fatal("F32 and BF16 matrices do not share float activations")
+		}
+		f32.Prepare(&a, X, sh.nTok)
+		if len(a.xp) != 0 {
+			t.Fatalf("%s: an F32 matrix's preparation packed BF16 parts", name)
+		}
+		got, want := make([]float32, sh.nTok*q.Rows), make([]float32, sh.nTok*q.Rows)
+		q.MulActs(got, &a, 0, q.Rows)
+		amxBF16Model(q, want, X, sh.nTok, 0, q.Rows, amxBF16Parts)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s, F32 preparation: token %d row %d: tiles %v, model %v", name, i/q.Rows, i%q.Rows, got[i], want[i])
+			}
+		}
+	}
+	// No allocation once the Acts and the scratch have grown.
+	m := bf16Matrix(t, 64, 256, rng, nil)
+	X := bf16Acts(40, 256, rng)
+	Y := make([]float32, 40*64)
+	var a Acts
+	run := func() {
+		m.Prepare(&a, X, 40)
+		m.MulActs(Y, &a, 0, 32)
+		m.MulActs(Y, &a, 32, 64)
+	}
+	run()
+	if n := testing.AllocsPerRun(20, run); n != 0 {
+		t.Errorf("Prepare and MulActs: %v allocations", n)
+	}
+}

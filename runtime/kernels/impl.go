@@ -35,6 +35,13 @@ type implTable struct {
 	// bf16Dot: products of BF16 weights and bf16-rounded activations of at least
 	// bf16DotMinTokens tokens use VDPBF16PS, reading Acts.bf.
 	bf16Dot bool
+	// floatPacked returns the bytes of the packed form (Acts.xp) of nTok float32 activation
+	// tokens that m's products read, or 0 when they read none (nil: never); floatPack fills
+	// tokens [t0,t1) of it from Acts.f, t0 a multiple of floatPackUnit tokens and t1 too
+	// unless it is the batch's end, so that workers may pack disjoint ranges concurrently.
+	floatPacked   func(m *Matrix, nTok int) int
+	floatPack     func(a *Acts, t0, t1 int)
+	floatPackUnit int
 
 	// quantActs converts tokens [t0,t1) of a quantized activation batch (sized by Acts.size)
 	// from X, returning false when it does not handle a's kind.

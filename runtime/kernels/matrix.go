@@ -160,7 +160,9 @@ func (m *Matrix) Prepare(a *Acts, X []float32, nTok int) {
 		panic(fmt.Sprintf("kernels: Prepare: %d tokens of %d columns need %d values, have %d", nTok, m.Cols, nTok*m.Cols, len(X)))
 	}
 	a.grp = m.groupActs()
-	prepareActs(a, m.actKind(), X[:nTok*m.Cols], nTok, m.Cols)
+	a.size(m.actKind(), nTok, m.Cols)
+	a.sizePacked(m)
+	a.convert(X[:nTok*m.Cols], 0, nTok)
 }
 
 // prepareActs fills a for kind k.
@@ -178,10 +180,14 @@ func (m *Matrix) PrepareOn(p *Pool, a *Acts, X []float32, nTok int) {
 	}
 	a.grp = m.groupActs()
 	a.size(m.actKind(), nTok, m.Cols)
+	a.sizePacked(m)
 	X = X[:nTok*m.Cols]
 	// Tokens of at least ~16k values per chunk, so that small batches stay on one thread (and
-	// allocate no job).
+	// allocate no job); whole units of the packed form's tokens.
 	grain := max(1, (1<<14)/m.Cols)
+	if u := current.floatPackUnit; len(a.xp) > 0 && u > 1 {
+		grain = (grain + u - 1) / u * u
+	}
 	if nTok <= grain || p.Workers() == 1 {
 		a.convert(X, 0, nTok)
 		return
@@ -189,9 +195,11 @@ func (m *Matrix) PrepareOn(p *Pool, a *Acts, X []float32, nTok int) {
 	p.Run(nTok, grain, func(_, lo, hi int) { a.convert(X, lo, hi) })
 }
 
-// size sets a's kind and shape and sizes its buffers for the current implementation.
+// size sets a's kind and shape and sizes its buffers for the current implementation (without
+// the packed float form: sizePacked).
 func (a *Acts) size(k actKind, nTok, cols int) {
 	a.kind, a.impl, a.nTok, a.cols = k, current, nTok, cols
+	a.xp = a.xp[:0]
 	n := nTok * cols
 	switch k {
 	case actF32, actF16, actBF16:
@@ -218,6 +226,20 @@ func (a *Acts) size(k actKind, nTok, cols int) {
 	}
 }
 
+// sizePacked sizes a.xp (after size) when the products of m, for which a is prepared, read
+// the packed float form under the current implementation; otherwise it stays empty.
+func (a *Acts) sizePacked(m *Matrix) {
+	if a.kind != actF32 || current.floatPacked == nil {
+		return
+	}
+	if n := current.floatPacked(m, a.nTok); n > 0 {
+		if cap(a.xp) < n {
+			a.xp = alignedBytes(n)
+		}
+		a.xp = a.xp[:n]
+	}
+}
+
 // convert fills tokens [t0,t1) of a (sized by size) from X (all tokens, row-major).
 func (a *Acts) convert(X []float32, t0, t1 int) {
 	cols := a.cols
@@ -225,6 +247,9 @@ func (a *Acts) convert(X []float32, t0, t1 int) {
 	switch a.kind {
 	case actF32:
 		copy(a.f[t0*cols:], x)
+		if len(a.xp) > 0 {
+			a.impl.floatPack(a, t0, t1)
+		}
 		return
 	case actF16:
 		for i, v := range x {
