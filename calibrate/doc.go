@@ -3,7 +3,9 @@
 //
 //   - per linear layer input (keyed by the weight's GGUF name, as llama.cpp's imatrix is):
 //     Σx² and the number of rows summed (the importance matrix), Σx, max|x| per input column,
-//     and on request the Hessian XᵀX for GPTQ; all accumulated in float64;
+//     and on request the Hessian XᵀX for GPTQ; each chunk's sums accumulated in float64 (its
+//     tokens in order), then rounded once to a 2⁻⁶⁴ grid and added as 128-bit integers
+//     (stats.Fixed), which makes the sums independent of how the chunks are grouped;
 //   - per point of the model's graph (runtime.ActivationNames: every tensor of the lowered
 //     graph): min, max and a histogram.
 //
@@ -23,6 +25,14 @@
 // stream (the last chunk may then be shorter than Ctx). With Options.Seed ≠ 0 the chunks are
 // instead a seeded random sample (without replacement, kept in corpus order) of all full
 // chunks of the corpus; Seed only matters then. Same inputs, same bytes.
+//
+// # Shards
+//
+// Options.Shard evaluates the I-th of N contiguous, disjoint parts of the chunks (Shard): the
+// chunking is the same whatever the shard and each chunk keeps its global index, so that the
+// shards' statistics, merged (stats.MergeFiles, gquant stats merge), are those of one run bit
+// for bit, and the artifacts made from them too. The layer-sequential path (Sequential) runs
+// in one process and keeps its Hessians in float64.
 //
 // The statistics are written in gquant's statistics file (formats/stats), which also reads
 // llama.cpp's imatrix files; range setting and the activation encodings live in quantize.

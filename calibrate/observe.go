@@ -5,6 +5,7 @@ import (
 
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/runtime"
+	"github.com/gquant/gquant/runtime/kernels"
 )
 
 // collector is the observer attached to the runtime's hooks. It is called on the goroutine
@@ -23,9 +24,18 @@ type collector struct {
 	held     bool                          // the current chunk is a held-out one (see HoldoutEvery)
 	hessians map[string]*stats.LinearStats // leaders whose Hessian this pass accumulates
 
-	// xd is addOuter's float64 copy of an input, reused: with Hessians of gigabytes in the
-	// heap, a fresh copy per call lets the garbage grow by as much before a collection.
-	xd []float64
+	// exactHessians accumulates the Hessians exactly (Calibrate): each call's float64 partial
+	// XᵀX, summed in hpart, is folded into the weight's ExactSums.Hessian, which the caller
+	// turns into what it needs after the pass (finishExact). Without it (Sequential) they are
+	// summed in float64 into LinearStats.Hessian, as the float sums of one in-process run.
+	exactHessians bool
+	hpart         []float64 // c × c, the largest Hessian's
+
+	// pool and gram run kernels.AddGram, the Hessians' GEMM (pool: Hessians only).
+	pool *kernels.Pool
+	gram kernels.GramScratch
+	// p2 and p1 are one call's partial Σx² and Σx, folded into the exact sums.
+	p2, p1 []float64
 
 	// the previous LinearInput call, to check that followers really share their leader's input
 	prevWeight string
@@ -43,6 +53,9 @@ func (c *collector) hooks() *runtime.Hooks {
 // init sizes the collector for a model.
 func (c *collector) init(model stats.Model, hessian bool, threads int) error {
 	c.threads, c.hessian = threads, hessian
+	if hessian && c.pool == nil {
+		c.pool = kernels.NewPool(threads)
+	}
 	c.leader = map[string]string{}
 	c.linear = make(map[string]*stats.LinearStats, len(model.Weights))
 	for _, w := range model.Weights {
@@ -63,9 +76,46 @@ func (c *collector) init(model stats.Model, hessian bool, threads int) error {
 	return nil
 }
 
+// close stops the collector's workers.
+func (c *collector) close() {
+	if c.pool != nil {
+		c.pool.Close()
+		c.pool = nil
+	}
+}
+
+// hessianBytes is the memory a Hessian of cols columns takes while it is collected: exactly,
+// its upper triangle of 16-byte integers, 8·c·(c+1) bytes (the float64 partial of a call is
+// shared: see scratchBytes); otherwise the c × c float64 matrix.
+func (c *collector) hessianBytes(cols int) int64 {
+	if c.exactHessians {
+		return 16 * int64(stats.TriangleLen(cols))
+	}
+	return int64(cols) * int64(cols) * 8
+}
+
+// scratchBytes is the memory of the shared float64 partial of exact Hessians: c × c of the
+// widest one (0 without exact Hessians).
+func (c *collector) scratchBytes() int64 {
+	if !c.exactHessians || !c.hessian {
+		return 0
+	}
+	var w int64
+	for _, n := range c.order {
+		if ls := c.linear[n]; ls.SharesInputOf == "" {
+			w = max(w, int64(ls.Cols))
+		}
+	}
+	return w * w * 8
+}
+
 // hessianBatches splits the Hessians to collect into batches of at most budget bytes (each at
-// least one Hessian; budget < 0: one batch). Each is allocated when its pass starts.
+// least one Hessian; budget < 0: one batch), the shared partial of exact Hessians counted
+// once. Each is allocated when its pass starts.
 func (c *collector) hessianBatches(budget int64) [][]*stats.LinearStats {
+	if budget >= 0 {
+		budget = max(0, budget-c.scratchBytes())
+	}
 	var batches [][]*stats.LinearStats
 	var cur []*stats.LinearStats
 	var used int64
@@ -74,7 +124,7 @@ func (c *collector) hessianBatches(budget int64) [][]*stats.LinearStats {
 		if !c.hessian || ls.SharesInputOf != "" {
 			continue
 		}
-		size := int64(ls.Cols) * int64(ls.Cols) * 8
+		size := c.hessianBytes(ls.Cols)
 		if budget >= 0 && len(cur) > 0 && used+size > budget {
 			batches = append(batches, cur)
 			cur, used = nil, 0
@@ -90,10 +140,27 @@ func (c *collector) startPass(sums bool, batch []*stats.LinearStats) {
 	c.sums = sums
 	c.hessians = make(map[string]*stats.LinearStats, len(batch))
 	for _, ls := range batch {
-		if ls.Hessian == nil {
-			ls.Hessian = make([]float64, ls.Cols*ls.Cols)
+		switch {
+		case !c.exactHessians:
+			if ls.Hessian == nil {
+				ls.Hessian = make([]float64, ls.Cols*ls.Cols)
+			}
+		case ls.Exact.Hessian == nil:
+			ls.Exact.Hessian = make([]stats.Fixed, stats.TriangleLen(ls.Cols))
 		}
 		c.hessians[ls.Weight] = ls
+	}
+}
+
+// finishExact turns the exact Hessians of a pass's batch into full float64 matrices
+// (LinearStats.Hessian), keeping the exact triangles when keep is set.
+func (c *collector) finishExact(batch []*stats.LinearStats, keep bool) {
+	for _, ls := range batch {
+		ls.Hessian = make([]float64, ls.Cols*ls.Cols)
+		stats.UpperToFull(ls.Hessian, ls.Exact.Hessian, ls.Cols)
+		if !keep {
+			ls.Exact.Hessian = nil
+		}
 	}
 }
 
@@ -122,11 +189,50 @@ func (c *collector) linearInput(weight string, x []float32, n, cols int) {
 	}
 	if c.sums {
 		ls.Count += int64(n)
-		addSums(ls, x, n)
+		c.p2, c.p1 = grow(c.p2, cols), grow(c.p1, cols)
+		clear(c.p2)
+		clear(c.p1)
+		addSums(c.p2, c.p1, ls.AbsMax, x, n, cols)
+		// The call's partial sums (one chunk's: the runtime evaluates a chunk in one forward
+		// pass), rounded once to the exact grid: the bits do not depend on what else is summed.
+		if j, ok := stats.FoldFloats(ls.Exact.Sum2, c.p2); !ok {
+			c.err = fmt.Errorf("%s: Σx²[%d]: the sum %g is %s", weight, j, c.p2[j], exactRange)
+			return
+		}
+		if j, ok := stats.FoldFloats(ls.Exact.Sum, c.p1); !ok {
+			c.err = fmt.Errorf("%s: Σx[%d]: the sum %g is %s", weight, j, c.p1[j], exactRange)
+			return
+		}
 	}
-	if c.hessians[weight] != nil {
-		addOuter(ls.Hessian, x, n, cols, c.threads, &c.xd)
+	if c.hessians[weight] == nil {
+		return
 	}
+	// Exactly: this call's XᵀX into the zeroed partial, then folded into the exact triangle;
+	// otherwise straight into the float64 Hessian.
+	h := ls.Hessian
+	if c.exactHessians {
+		c.hpart = grow(c.hpart, cols*cols)
+		h = c.hpart[:cols*cols]
+		clear(h)
+	}
+	kernels.AddGram(h, x, n, cols, c.pool, &c.gram)
+	if !c.exactHessians {
+		return
+	}
+	if i, j, ok := stats.FoldUpper(ls.Exact.Hessian, h, cols, c.threads); !ok {
+		c.err = fmt.Errorf("%s: Hessian[%d, %d]: the sum %g is %s", weight, i, j, h[i*cols+j], exactRange)
+	}
+}
+
+// exactRange says why a sum cannot be held exactly.
+const exactRange = "not finite or outside the exact range ±2^63"
+
+// grow returns s with length n, reallocated only when too short.
+func grow(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	return s[:n]
 }
 
 // activation observes an activation tensor.
@@ -144,8 +250,8 @@ func (c *collector) activation(name string, x []float32, n, dim int) {
 	}
 }
 
-// stats assembles the statistics after the first pass; followers get copies of their leader's
-// sums (not of its Hessian).
+// stats assembles the statistics after the first pass, the float64 sums rounded from the
+// exact ones; followers get copies of their leader's sums (not of its Hessian).
 func (c *collector) stats(meta stats.Meta) *stats.Stats {
 	s := &stats.Stats{Kind: "gquant", Meta: meta, Acts: c.acts}
 	for _, a := range c.acts {
@@ -156,10 +262,11 @@ func (c *collector) stats(meta stats.Meta) *stats.Stats {
 		if lead := c.leader[n]; lead != "" {
 			l := c.linear[lead]
 			ls.Count = l.Count
-			ls.Sum2 = append(ls.Sum2[:0], l.Sum2...)
-			ls.Sum = append(ls.Sum[:0], l.Sum...)
+			ls.Exact.Sum2 = append(ls.Exact.Sum2[:0], l.Exact.Sum2...)
+			ls.Exact.Sum = append(ls.Exact.Sum[:0], l.Exact.Sum...)
 			ls.AbsMax = append(ls.AbsMax[:0], l.AbsMax...)
 		}
+		ls.Round()
 		s.Linear = append(s.Linear, ls)
 	}
 	return s

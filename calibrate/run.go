@@ -7,10 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gquant/gquant/formats/hf"
 	"github.com/gquant/gquant/formats/stats"
+	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -37,7 +40,10 @@ type Options struct {
 	// Output, when set, is where the statistics are written (see WriteStats); Hessians are
 	// then streamed to it, at most HessianMemory bytes of them at a time (0:
 	// DefaultHessianMemory), with one pass over the corpus per batch, and are not kept in the
-	// returned Stats. Without Output every Hessian stays in memory.
+	// returned Stats. Without Output every Hessian stays in memory, as its exact triangle
+	// (ExactSums.Hessian, which stats.Write writes) and as a float64 matrix. Collected
+	// exactly, a Hessian of c columns takes 8·c·(c+1) bytes, plus one c × c float64 partial
+	// shared by all (the widest), which HessianMemory counts too.
 	Output        string
 	HessianMemory int64
 	// Format names the model file's format where its name does not say it (runtime.Options).
@@ -45,6 +51,51 @@ type Options struct {
 	// Progress, when set, is called after each chunk with the tokens done and to do (over
 	// every pass).
 	Progress func(done, total int)
+	// Shard, when its Count is set, evaluates only part Index of Count of the chunks that the
+	// chunking cuts (see Shard).
+	Shard Shard
+}
+
+// Shard selects part Index (from 0) of Count disjoint parts of the calibration chunks: the
+// chunking (Corpus, Ctx, Tokens, Seed) cuts the same windows whatever the shard, and shard i
+// evaluates the contiguous range stats.ShardRange(i, Count, windows) of them, each chunk
+// keeping its global index (for stats.HoldoutEvery). The statistics of all shards, merged
+// (stats.MergeFiles), equal those of one unsharded run bit for bit.
+//
+// Contiguous rather than strided ranges: the shard's chunk set is one range, recorded as such
+// and checked for overlap as ranges; every shard holds fit and held-out chunks in the same
+// proportion as a whole run (with strided shards and Count a multiple of HoldoutEvery, each
+// shard would hold one kind only), so one shard's statistics are useful on their own; the
+// shards differ in size by at most one chunk either way.
+type Shard struct{ Index, Count int }
+
+// String is "I/N".
+func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
+
+// ParseShard reads "I/N" (0 ≤ I < N); errors are usage errors (problems.Usage).
+func ParseShard(v string) (Shard, error) {
+	a, b, ok := strings.Cut(v, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil {
+		return Shard{}, problems.Usage(fmt.Errorf("--shard: %q is not I/N (the I-th of N parts, from 0)", v))
+	}
+	sh := Shard{i, n}
+	if n < 1 {
+		return Shard{}, problems.Usage(fmt.Errorf("--shard: %s: want I/N with 0 ≤ I < N", sh))
+	}
+	return sh, sh.check()
+}
+
+// check refuses a shard outside 0 ≤ Index < Count (Count 0: none).
+func (s Shard) check() error {
+	if s == (Shard{}) {
+		return nil
+	}
+	if s.Count < 1 || s.Index < 0 || s.Index >= s.Count {
+		return problems.Usage(fmt.Errorf("--shard: %s: want I/N with 0 ≤ I < N", s))
+	}
+	return nil
 }
 
 // Result is what Calibrate returns.
@@ -69,7 +120,11 @@ func Calibrate(path string, o Options) (*Result, error) {
 		return nil, err
 	}
 	f.Close()
-	col := &collector{}
+	if err := o.Shard.check(); err != nil {
+		return nil, err
+	}
+	col := &collector{exactHessians: true}
+	defer col.close()
 	threads := o.Threads
 	if threads <= 0 {
 		threads = goruntime.NumCPU()
@@ -100,9 +155,25 @@ func Calibrate(path string, o Options) (*Result, error) {
 		return nil, err
 	}
 	chunks := corp.Chunks
-	ntok := 0
+	windowTokens := 0
 	for _, c := range chunks {
-		ntok += len(c)
+		windowTokens += len(c)
+	}
+	shard := o.Shard
+	if shard.Count == 0 {
+		shard = Shard{0, 1}
+	}
+	if len(chunks) < shard.Count {
+		return nil, fmt.Errorf("%s: --shard %s: the corpus gives %d chunks of %d tokens, fewer than %d shards", o.Corpus, shard, len(chunks), ctx, shard.Count)
+	}
+	part := stats.ShardRange(shard.Index, shard.Count, len(chunks))
+	ntok := 0
+	for i := range chunks {
+		if i < part.Start || i >= part.End {
+			chunks[i] = nil // another shard's
+			continue
+		}
+		ntok += len(chunks[i])
 	}
 
 	model, err := arch.StatsModel(filepath.Base(filepath.Clean(path)), spec)
@@ -115,7 +186,9 @@ func Calibrate(path string, o Options) (*Result, error) {
 	model.ID.WeightsSHA256 = WeightsDigest(path, spec)
 	meta := stats.Meta{
 		Model: model.ID, CorpusName: filepath.Base(o.Corpus), CorpusSHA256: corp.SHA256,
-		Tokens: ntok, Ctx: ctx, Chunks: len(chunks), Seed: o.Seed, Hessian: o.Hessian,
+		Tokens: ntok, Ctx: ctx, Chunks: part.End - part.Start, Seed: o.Seed, Hessian: o.Hessian,
+		WindowChunks: len(chunks), WindowTokens: windowTokens,
+		Shards: shard.Count, ShardIndex: []int{shard.Index}, ChunkSet: []stats.ChunkRange{part},
 	}
 	if err := col.init(model, o.Hessian, threads); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -147,7 +220,8 @@ func Calibrate(path string, o Options) (*Result, error) {
 	start := time.Now()
 	for p, batch := range batches {
 		col.startPass(p == 0, batch)
-		for ci, chunk := range chunks {
+		for ci := part.Start; ci < part.End; ci++ {
+			chunk := chunks[ci] // ci is the chunk's index in the windows, whatever the shard
 			col.held = ci%stats.HoldoutEvery == stats.HoldoutEvery-1
 			st.Reset()
 			if _, err := m.Eval(st, chunk, true); err != nil {
@@ -168,18 +242,11 @@ func Calibrate(path string, o Options) (*Result, error) {
 				return nil, err
 			}
 		}
-		for _, ls := range batch {
-			finishHessian(ls.Hessian, ls.Cols)
-			// Pass 0's Hessians were all scanned by Check above, and mirroring the triangle
-			// only copies checked values; later passes' Hessians were not checked.
-			if p == 0 {
-				continue
-			}
-			if i, ok := stats.Finite(ls.Hessian); !ok {
-				return nil, fmt.Errorf("%s: %s: Hessian element %d is not finite", path, ls.Weight, i)
-			}
-		}
+		// The Hessians are exact (every element finite by construction). In memory they are
+		// also kept as float64 matrices, for the caller; streamed, the exact triangles go to
+		// the file and are freed.
 		if o.Output == "" {
+			col.finishExact(batch, true)
 			continue
 		}
 		if sink == nil {
@@ -188,10 +255,10 @@ func Calibrate(path string, o Options) (*Result, error) {
 			}
 		}
 		for _, ls := range batch {
-			if err := sink.WriteHessian(ls.Weight, ls.Hessian); err != nil {
+			if err := sink.WriteHessianExact(ls.Weight, ls.Exact.Hessian); err != nil {
 				return nil, err
 			}
-			ls.Hessian = nil // streamed: free it
+			ls.Exact.Hessian = nil // streamed: free it
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()

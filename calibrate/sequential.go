@@ -207,6 +207,7 @@ func (s *Sequential) Observe(i int) error {
 	}
 	sg := s.stages[i]
 	col := &collector{}
+	defer col.close()
 	if err := col.init(stats.Model{ID: s.model.ID, Weights: sg.weights}, true, s.threads); err != nil {
 		return err
 	}

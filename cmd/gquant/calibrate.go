@@ -22,6 +22,7 @@ func init() { extraCommands = append(extraCommands, newCalibrateCmd) }
 // calibrateOptions are the flags of gquant calibrate.
 type calibrateOptions struct {
 	corpus, out, imatrix, encodings, stats string
+	shard                                  string
 	tokens, ctx, threads                   int
 	seed                                   uint64
 	hessian, processOutput, w8a16, force   bool
@@ -42,7 +43,9 @@ func newCalibrateCmd(g *globals) *cobra.Command {
 			"as llama.cpp's GGUF imatrix (llama-quantize --imatrix reads it). --w8a16 --encodings writes\n" +
 			"AIMET encodings JSON for Qualcomm QNN: 16-bit asymmetric activation encodings (range set by\n" +
 			"--range) and 8-bit symmetric per-channel weight encodings. --stats reuses statistics from a\n" +
-			"file (gquant's, or llama.cpp's imatrix) instead of running the model.",
+			"file (gquant's, or llama.cpp's imatrix) instead of running the model. --shard I/N evaluates\n" +
+			"the I-th of N disjoint parts of the chunks (the same chunks whatever the shard); gquant stats\n" +
+			"merge adds the parts' statistics up to those of one run, bit for bit.",
 		Args: argsN(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runCalibrate(cmd.ErrOrStderr(), g, o, args[0])
@@ -64,6 +67,7 @@ func newCalibrateCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.rangeMode, "range", string(quantize.RangeSQNR), "activation range setting: minmax, percentile or sqnr")
 	f.Float64Var(&o.percentile, "percentile", quantize.DefaultPercentile, "percentile for --range percentile")
 	f.StringVar(&o.encVersion, "encodings-version", encodings.V1, "AIMET encodings version: 1.0.0 or 0.6.1")
+	f.StringVar(&o.shard, "shard", "", "evaluate part I of N of the corpus chunks (I/N, from 0); merge the parts with gquant stats merge")
 	f.StringVar(&o.stats, "stats", "", "use statistics from this file (gquant's or llama.cpp's imatrix) instead of running the model")
 	f.BoolVar(&o.force, "force", false, "overwrite existing outputs")
 	return cmd
@@ -88,6 +92,8 @@ func (o *calibrateOptions) checkUsage() error {
 		return usageErr("calibrate: --ctx: must not be negative, got %d", o.ctx)
 	case o.stats != "" && o.hessian:
 		return usageErr("calibrate: --hessian needs a run over a corpus, not --stats")
+	case o.stats != "" && o.shard != "":
+		return usageErr("calibrate: --shard needs a run over a corpus, not --stats")
 	case o.encVersion != encodings.V1 && o.encVersion != encodings.V061:
 		return usageErr("calibrate: --encodings-version: %q is not %s or %s", o.encVersion, encodings.V1, encodings.V061)
 	}
@@ -118,6 +124,12 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 	if err != nil {
 		return usageErr("calibrate: --hessian-mem: %v", err)
 	}
+	var shard calibrate.Shard
+	if o.shard != "" {
+		if shard, err = calibrate.ParseShard(o.shard); err != nil {
+			return optionErr("calibrate", err)
+		}
+	}
 	if err := checkOutputs(o.force, []string{model, o.corpus, o.stats}, o.out, o.imatrix, o.encodings); err != nil {
 		return err
 	}
@@ -141,7 +153,7 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 	} else {
 		opts := calibrate.Options{
 			Corpus: o.corpus, Ctx: o.ctx, Tokens: o.tokens, Seed: o.seed, Threads: o.threads,
-			Hessian: o.hessian, HessianMemory: hmem,
+			Hessian: o.hessian, HessianMemory: hmem, Shard: shard,
 		}
 		// Hessians are streamed to the statistics file as they are done; without them the file
 		// is written last, once everything else has been computed.
@@ -161,6 +173,10 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 		st, spec = res.Stats, res.Spec
 		if !g.quiet {
 			m := st.Meta
+			if o.shard != "" {
+				r := m.ChunkSet[0]
+				fmt.Fprintf(stderr, "shard %s: chunks %d–%d of %d\n", shard, r.Start, r.End-1, m.WindowChunks)
+			}
 			fmt.Fprintf(stderr, "calibrated on %d tokens (%d chunks of ≤ %d, %d pass(es)) in %.2f s: %.0f tokens/s\n",
 				res.Tokens, m.Chunks, m.Ctx, res.Passes, res.Seconds, res.TokensPerSecond)
 		}

@@ -58,6 +58,8 @@ type catFixtures struct {
 	wide     string // a synthetic model with a vocabulary of 1024
 	wideQ8   string // it as Q8_0 GGUF
 	split    string // a folder with stories3m as Q8_0 GGUF in 4 parts, m-0000N-of-00004.gguf
+	shard0   string // calibrate --shard 0/2 of stories260k (4 chunks of 32 tokens)
+	shard1   string // calibrate --shard 1/2 of the same
 }
 
 func newCatFixtures(t *testing.T) *catFixtures {
@@ -70,7 +72,8 @@ func newCatFixtures(t *testing.T) *catFixtures {
 		other: filepath.Join(dir, "other"), oStats: filepath.Join(dir, "other-stats.gguf"),
 		oImatrix: filepath.Join(dir, "other-imatrix.gguf"), oEnc: filepath.Join(dir, "other-enc.json"),
 		sharded: filepath.Join(dir, "sharded"), wide: filepath.Join(dir, "wide"), wideQ8: filepath.Join(dir, "wide.gguf"),
-		split: filepath.Join(dir, "split"),
+		split:  filepath.Join(dir, "split"),
+		shard0: filepath.Join(dir, "shard0.stats"), shard1: filepath.Join(dir, "shard1.stats"),
 	}
 	if err := os.Mkdir(fx.split, 0o755); err != nil {
 		t.Fatal(err)
@@ -100,6 +103,8 @@ func newCatFixtures(t *testing.T) *catFixtures {
 		{"calibrate", fx.other, "--corpus", calibCorpus, "--tokens", "128", "--ctx", "32", "-o", fx.oStats, "--imatrix", fx.oImatrix,
 			"--w8a16", "--encodings", fx.oEnc},
 		{"verify", fx.q8, "--ref", stories260k, "--corpus", evalCorpus, "--ctx", "64", "--chunks", "2", "--gen", "2", "--save-ref", fx.ref},
+		catArgs([]string{"calibrate", stories260k, "--corpus", calibCorpus, "--shard", "0/2", "-o", fx.shard0}, catCalibShort),
+		catArgs([]string{"calibrate", stories260k, "--corpus", calibCorpus, "--shard", "1/2", "-o", fx.shard1}, catCalibShort),
 	} {
 		if code, _, e := run(append(args, "-q")...); code != exitOK {
 			t.Fatalf("fixture %v: exit %d: %s", args, code, e)
@@ -1169,6 +1174,68 @@ func catalogue() []catCase {
 			}},
 	)
 
+	// stats merge: shards that do not belong together, files that cannot be merged.
+	merge := func(name, want string, inputs func(e *catEnv) []string) catCase {
+		return catCase{name: "stats/merge/" + name, code: exitError, want: want,
+			args: func(e *catEnv) []string {
+				return append(append([]string{"stats", "merge"}, inputs(e)...), "-o", e.o("m.stats"))
+			}}
+	}
+	cs = append(cs,
+		merge("same-shard-twice", "shard0.stats: calibration.chunk_set: chunks 0–1 are also in …shard0.stats (the same shard twice?)",
+			func(e *catEnv) []string { return []string{e.fx.shard0, e.fx.shard1, e.fx.shard0} }),
+		merge("incomplete", "shard0.stats: calibration.chunk_set: the inputs hold 2 of the 4 chunks, shard 1 of 2 (chunks 2–3) missing: give every shard, or --partial",
+			func(e *catEnv) []string { return []string{e.fx.shard0} }),
+		merge("other-model", "other-stats.gguf: calibration.model.intermediate: 128, but 172 in …shard0.stats: statistics of different models do not merge",
+			func(e *catEnv) []string { return []string{e.fx.shard0, e.fx.oStats} }),
+		merge("other-weights", "bad.stats: calibration.model.weights_sha256: abababababab…, but ",
+			func(e *catEnv) []string {
+				return []string{e.fx.shard0, e.rewrite(e.fx.shard1, "bad.stats", func(g *catGGUF) {
+					g.set("calibration.model.weights_sha256", strings.Repeat("ab", 32))
+				})}
+			}),
+		merge("other-ctx", "stats.gguf: calibration.ctx: 64, but 32 in …shard0.stats: statistics of different chunkings do not merge",
+			func(e *catEnv) []string { return []string{e.fx.shard0, e.fx.stats} }),
+		merge("other-corpus", "bad.stats: calibration.corpus.sha256: 0000000000…, but ",
+			func(e *catEnv) []string {
+				return []string{e.fx.shard0, e.rewrite(e.fx.shard1, "bad.stats", func(g *catGGUF) {
+					g.set("calibration.corpus.sha256", strings.Repeat("0", 64))
+				})}
+			}),
+		merge("version-2", "old.stats: calibration.version: version 2 statistics hold no exact sums and cannot be merged",
+			func(e *catEnv) []string {
+				return []string{e.fx.shard0, e.rewrite(e.fx.shard1, "old.stats", func(g *catGGUF) {
+					g.set("calibration.version", uint32(2))
+					for _, k := range []string{"exact", "windows.chunks", "windows.tokens", "shard.count", "shard.index", "chunk_set"} {
+						g.del("calibration." + k)
+					}
+					for _, ti := range append([]gguf.TensorInfo(nil), g.h.Tensors...) {
+						if strings.HasSuffix(ti.Name, "_exact") {
+							g.drop(ti.Name)
+						}
+					}
+				})}
+			}),
+		merge("exact-sum-tampered", "bad.stats: blk.0.attn_q.weight: Σx²[0] = ",
+			func(e *catEnv) []string {
+				return []string{e.fx.shard0, e.rewrite(e.fx.shard1, "bad.stats", func(g *catGGUF) {
+					g.data["blk.0.attn_q.weight.in_sum2_exact"][7] ^= 0x40
+				})}
+			}),
+		merge("mixed-kinds", "imatrix.gguf: general.type: a llama.cpp imatrix, but …shard0.stats holds gquant statistics: statistics of different kinds do not merge",
+			func(e *catEnv) []string { return []string{e.fx.shard0, e.fx.imatrix} }),
+		merge("imatrix-chunk-size", "other-imatrix.gguf: imatrix.chunk_size: 32, but 64 in …imatrix.gguf: imatrix files of different chunk sizes do not merge",
+			func(e *catEnv) []string { return []string{e.fx.imatrix, e.fx.oImatrix} }),
+		merge("garbage", "bad.stats: entries: no entries (file too short or not an imatrix file)",
+			func(e *catEnv) []string { return []string{e.fx.shard0, e.write("bad.stats", catGarbage(5000))} }),
+		merge("missing-input", "nope.stats: no such file or directory",
+			func(e *catEnv) []string { return []string{e.fx.shard0, e.p("nope.stats")} }),
+		catCase{name: "calibrate/corpus/more-shards-than-chunks", code: exitError, want: "tinystories-calib.txt: --shard 5/6: the corpus gives 4 chunks of 32 tokens, fewer than 6 shards",
+			args: func(e *catEnv) []string {
+				return catArgs([]string{"calibrate", stories260k, "--corpus", calibCorpus, "--shard", "5/6", "-o", e.o("s.gguf")}, catCalibShort)
+			}},
+	)
+
 	// Corpora and prompts.
 	cs = append(cs,
 		catCase{name: "calibrate/corpus/empty", code: exitError, want: "empty.txt: the corpus has 1 tokens, fewer than the 128 asked for",
@@ -1415,6 +1482,21 @@ func catalogue() []catCase {
 		}),
 		usage("calibrate/hessian-mem-words", "--hessian-mem", func(e *catEnv) []string {
 			return []string{"calibrate", stories260k, "--corpus", calibCorpus, "--hessian", "--hessian-mem", "lots", "-o", e.o("s.gguf")}
+		}),
+		usage("calibrate/shard-out-of-range", "calibrate: --shard: 2/2: want I/N with 0 ≤ I < N", func(e *catEnv) []string {
+			return []string{"calibrate", stories260k, "--corpus", calibCorpus, "--shard", "2/2", "-o", e.o("s.gguf")}
+		}),
+		usage("calibrate/shard-not-a-pair", `calibrate: --shard: "1-4" is not I/N`, func(e *catEnv) []string {
+			return []string{"calibrate", stories260k, "--corpus", calibCorpus, "--shard", "1-4", "-o", e.o("s.gguf")}
+		}),
+		usage("calibrate/shard-with-stats", "calibrate: --shard needs a run over a corpus, not --stats", func(e *catEnv) []string {
+			return []string{"calibrate", stories260k, "--stats", e.fx.stats, "--shard", "0/2", "-o", e.o("s.gguf")}
+		}),
+		usage("stats/merge-missing-output", "stats merge: -o OUT is required", func(e *catEnv) []string {
+			return []string{"stats", "merge", e.fx.shard0, e.fx.shard1}
+		}),
+		usage("stats/no-subcommand", "stats: a subcommand is required", func(e *catEnv) []string {
+			return []string{"stats"}
 		}),
 		usage("calibrate/corpus-and-stats", "calibrate: --corpus and --stats exclude each other", func(e *catEnv) []string {
 			return []string{"calibrate", stories260k, "--corpus", calibCorpus, "--stats", e.fx.stats, "-o", e.o("s.gguf")}

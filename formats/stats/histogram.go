@@ -8,10 +8,13 @@ import (
 const HistBins = 2048
 
 // Histogram counts values in HistBins equal bins whose width is a power of two and whose edges
-// are multiples of it, so that zero is always an edge. It grows as values arrive: when a batch
-// does not fit, the window slides or the width doubles (pairs of bins merge exactly), so the
-// result depends only on the values and their order, and the occupied span keeps at least a
-// quarter of the bins.
+// are multiples of it, so that zero is always an edge. Its geometry is a function of the
+// extremes of the values counted, never of their order or batches: the width is the smallest
+// power of two (at least minWidth) with which [min, max] spans at most HistBins bins, and the
+// first bin is the one of the minimum. As values arrive the width doubles (pairs of bins merge
+// exactly) and the window slides, so the counts depend only on the multiset of values, and
+// two histograms merge exactly (Merge): statistics collected in shards and merged equal those
+// of one run. The occupied span keeps more than half of the bins (short of the minimum width).
 type Histogram struct {
 	// Width is the bin width (a power of two; 0 while empty).
 	Width float64
@@ -53,7 +56,8 @@ func (h *Histogram) Occupied() (lo, hi int64, ok bool) {
 	return h.Start + int64(first), h.Start + int64(last), true
 }
 
-// Add counts the finite values of x, whose minimum and maximum are lo and hi.
+// Add counts the finite values of x; lo and hi are the extremes of every value counted so far,
+// x's included.
 func (h *Histogram) Add(x []float32, lo, hi float32) {
 	if len(x) == 0 {
 		return
@@ -75,32 +79,81 @@ func (h *Histogram) count(x []float32, counts []float64) {
 	}
 }
 
-// fit makes the window cover [lo, hi].
+// fit gives h the geometry of the extremes [lo, hi] of every value counted so far and to count
+// (they only grow, and so does the width).
 func (h *Histogram) fit(lo, hi float64) {
-	n := int64(HistBins)
+	w := widthFor(lo, hi)
 	if h.Counts == nil {
-		h.Counts = make([]float64, n)
-		h.Width = initialWidth(lo, hi)
-		h.Start = int64(math.Floor(lo / h.Width))
+		h.Counts = make([]float64, HistBins)
+		h.Width, h.Start = w, int64(math.Floor(lo/w))
 		return
 	}
-	// Bin indexes are computed in float64 so that a far value cannot overflow int64 before
-	// the width has grown to meet it.
-	f0, f1 := math.Floor(lo/h.Width), math.Floor(hi/h.Width)
-	if f0 >= float64(h.Start) && f1 < float64(h.Start+n) {
-		return
-	}
-	if olo, ohi, ok := h.Occupied(); ok {
-		f0, f1 = math.Min(f0, float64(olo)), math.Max(f1, float64(ohi))
-	}
-	// Double the width until everything fits, merging pairs of bins.
-	for f1-f0+1 > float64(n) {
+	for h.Width < w {
 		h.merge()
-		f0, f1 = math.Floor(f0/2), math.Floor(f1/2)
 	}
-	if want0 := int64(f0); want0 < h.Start || int64(f1) >= h.Start+n {
-		h.shift(want0)
+	if s := int64(math.Floor(lo / h.Width)); s != h.Start {
+		h.shift(s)
 	}
+}
+
+// minHistWidth is the smallest bin width (a histogram of zeros has it).
+var minHistWidth = math.Ldexp(1, -64)
+
+// minWidth is the smallest bin width for values in [lo, hi]: minHistWidth, or 2⁻⁵² of the
+// largest magnitude (so that a value's bin index is exact in float64 and fits in int64).
+func minWidth(lo, hi float64) float64 {
+	m := math.Max(math.Abs(lo), math.Abs(hi))
+	if m == 0 {
+		return minHistWidth
+	}
+	_, e := math.Frexp(m) // m < 2^e
+	return math.Max(minHistWidth, math.Ldexp(1, e-52))
+}
+
+// widthFor is the bin width of a histogram of values in [lo, hi] (finite, lo ≤ hi): the smallest
+// power of two, at least minWidth(lo, hi), with which [lo, hi] spans at most HistBins bins. It
+// never shrinks as the range grows.
+func widthFor(lo, hi float64) float64 {
+	w := minWidth(lo, hi)
+	// No power of two below span/HistBins can do: start from the one just under it.
+	if span := hi - lo; span > 0 {
+		_, e := math.Frexp(span / HistBins)
+		w = math.Max(w, math.Ldexp(1, e-1))
+	}
+	for math.Floor(hi/w)-math.Floor(lo/w)+1 > HistBins {
+		w *= 2
+	}
+	return w
+}
+
+// canonical reports whether h has the geometry of the extremes [lo, hi] (widthFor; its first
+// bin the minimum's), as the histograms of this gquant do; older files' histograms grew from
+// their first batch.
+func (h *Histogram) canonical(lo, hi float64) bool {
+	w := widthFor(lo, hi)
+	return h.Width == w && h.Start == int64(math.Floor(lo/w)) && len(h.Counts) == HistBins
+}
+
+// addRebinned adds the counts of src into h, whose bins are as wide as src's or wider (both
+// powers of two, edges on multiples): src's global bin g lands in h's bin g >> shift, exactly.
+func (h *Histogram) addRebinned(src *Histogram) bool {
+	_, es := math.Frexp(src.Width)
+	_, eh := math.Frexp(h.Width)
+	shift := eh - es
+	if shift < 0 {
+		return false
+	}
+	for k, c := range src.Counts {
+		if c == 0 {
+			continue
+		}
+		i := (src.Start+int64(k))>>shift - h.Start
+		if i < 0 || i >= int64(len(h.Counts)) {
+			return false
+		}
+		h.Counts[i] += c
+	}
+	return true
 }
 
 // merge doubles the bin width: global bin i goes to ⌊i/2⌋. The window starts at ⌊Start/2⌋.
@@ -128,26 +181,6 @@ func (h *Histogram) shift(s int64) {
 
 // floorDiv2 is ⌊i/2⌋ for negative i too.
 func floorDiv2(i int64) int64 { return i >> 1 }
-
-// initialWidth is the smallest power of two that spreads [lo, hi] over at most a quarter of
-// the bins, leaving room to grow; for a single value, a width about 2⁻¹⁰ of its magnitude.
-func initialWidth(lo, hi float64) float64 {
-	span := hi - lo
-	if span <= 0 {
-		m := math.Max(math.Abs(lo), math.Abs(hi))
-		if m == 0 {
-			return math.Ldexp(1, -24)
-		}
-		_, e := math.Frexp(m)
-		return math.Ldexp(1, e-10)
-	}
-	_, e := math.Frexp(span / (HistBins / 4))
-	w := math.Ldexp(1, e) // ≥ span/(bins/4)
-	if w/2 >= span/(HistBins/4) {
-		w /= 2
-	}
-	return w
-}
 
 // Quantile returns the value below which a fraction q of the counted values lie, interpolating
 // linearly inside a bin; lo and hi are the exact extremes, which clamp the result.

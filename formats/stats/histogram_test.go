@@ -3,6 +3,7 @@ package stats
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -127,6 +128,59 @@ func TestAddParallel(t *testing.T) {
 		bad[7], bad[200000], bad[300000] = float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))
 		if n := par.AddParallel(bad, false, w); n != 3 {
 			t.Errorf("%d workers: %d non-finite values counted, want 3", w, n)
+		}
+	}
+}
+
+// The histogram depends only on the values, not on their order or batches, so that histograms
+// of parts re-bin exactly into the histogram of the whole (what merging shards does).
+func TestHistogramOrderFree(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	var xs []float32
+	for i := 0; i < 20000; i++ {
+		v := r.NormFloat64()
+		switch i % 3 {
+		case 1:
+			v = 4 + v*0.01
+		case 2:
+			v *= 50
+		}
+		xs = append(xs, float32(v))
+	}
+	xs = append(xs, 0, 0, -1e-30)
+	whole := &ActStats{}
+	addAll(whole, xs, 1000)
+	for trial, batch := range []int{1, 77, 5000, len(xs)} {
+		ys := append([]float32(nil), xs...)
+		r.Shuffle(len(ys), func(i, j int) { ys[i], ys[j] = ys[j], ys[i] })
+		got := &ActStats{}
+		addAll(got, ys, batch)
+		if got.Hist.Width != whole.Hist.Width || got.Hist.Start != whole.Hist.Start || !slices.Equal(got.Hist.Counts, whole.Hist.Counts) {
+			t.Fatalf("trial %d (batches of %d): width %g start %d, want %g %d (or other counts)", trial, batch, got.Hist.Width, got.Hist.Start, whole.Hist.Width, whole.Hist.Start)
+		}
+		// Parts, re-binned into the geometry of the whole range.
+		cut := r.IntN(len(ys))
+		a, b := &ActStats{}, &ActStats{}
+		addAll(a, ys[:cut], batch)
+		addAll(b, ys[cut:], batch)
+		if !a.Hist.canonical(float64(a.Min), float64(a.Max)) || !b.Hist.canonical(float64(b.Min), float64(b.Max)) {
+			t.Fatalf("trial %d: a part's geometry is not that of its range", trial)
+		}
+		var m Histogram
+		m.fit(float64(min(a.Min, b.Min)), float64(max(a.Max, b.Max)))
+		if !m.addRebinned(&a.Hist) || !m.addRebinned(&b.Hist) {
+			t.Fatalf("trial %d: re-binning refused", trial)
+		}
+		if m.Width != whole.Hist.Width || m.Start != whole.Hist.Start || !slices.Equal(m.Counts, whole.Hist.Counts) {
+			t.Fatalf("trial %d: merged parts differ from the whole", trial)
+		}
+	}
+	// A constant tensor, and zeros: bins fine enough, indexes exact.
+	for _, v := range []float32{0, 3e38, -7.5} {
+		c := &ActStats{}
+		c.Add([]float32{v, v, v}, false)
+		if c.Hist.Total() != 3 || !c.Hist.canonical(float64(v), float64(v)) {
+			t.Errorf("constant %g: total %g, width %g", v, c.Hist.Total(), c.Hist.Width)
 		}
 	}
 }

@@ -151,6 +151,39 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 	if m.Hessian, err = gf.Bool(keyPrefix + "hessian"); err != nil {
 		bad("%shessian: missing or not BOOL", keyPrefix)
 	}
+	exact := false
+	if v >= 3 {
+		if exact, err = gf.Bool(keyExact); err != nil {
+			bad("%s: missing or not BOOL", keyExact)
+		}
+		m.WindowChunks = u32("windows.chunks")
+		wt, err := gf.Uint64(keyWindowTokens)
+		if err != nil {
+			bad("%s: missing or not UINT64", keyWindowTokens)
+		}
+		m.WindowTokens = int(wt)
+		m.Shards = u32("shard.count")
+		idx, err := gf.Uint32s(keyShardIndex)
+		if err != nil {
+			bad("%s: missing or not an array of UINT32", keyShardIndex)
+		}
+		for _, i := range idx {
+			m.ShardIndex = append(m.ShardIndex, int(i))
+		}
+		set, err := gf.Uint32s(keyChunkSet)
+		if err != nil {
+			bad("%s: missing or not an array of UINT32", keyChunkSet)
+		}
+		if len(set)%2 != 0 {
+			bad("%s: %d values, not [start, end) pairs", keyChunkSet, len(set))
+		}
+		for i := 0; i+1 < len(set); i += 2 {
+			m.ChunkSet = append(m.ChunkSet, ChunkRange{int(set[i]), int(set[i+1])})
+		}
+		if p := checkShards(m); p != "" {
+			bad("%s", p)
+		}
+	}
 	shared, err := gf.Strings(keyPrefix + "shared_inputs")
 	if err != nil {
 		bad("%sshared_inputs: missing or not an array of strings", keyPrefix)
@@ -185,6 +218,12 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 		s.Acts = append(s.Acts, a)
 		return a
 	}
+	exactOf := func(ls *LinearStats) *ExactSums {
+		if ls.Exact == nil {
+			ls.Exact = &ExactSums{}
+		}
+		return ls.Exact
+	}
 	seenActPart := map[string]int{}
 	for i, t := range gf.Tensors {
 		data := gf.TensorData(i)
@@ -203,7 +242,32 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 		if len(t.Shape) == 1 {
 			dim0 = int(t.Shape[0])
 		}
-		if w, ok := cut(sufSum2); ok {
+		// exactPair checks an exact tensor: I64 [2, n] (Lo and Hi of n values), in a file that
+		// says it has them.
+		exactPair := func() bool {
+			if !exact {
+				bad("%s: exact sums in a file without %s", name, keyExact)
+				return false
+			}
+			if len(t.Shape) != 2 || t.Shape[0] != 2 || t.Type != gguf.I64 || t.Shape[1] == 0 {
+				bad("%s: %v %v, want I64 [2, n]", name, t.Type, t.Shape)
+				return false
+			}
+			return true
+		}
+		if w, ok := cut(sufSum2Exact); ok {
+			if ls := getLin(w); exactPair() {
+				exactOf(ls).Sum2 = fixeds(data)
+			}
+		} else if w, ok := cut(sufSumExact); ok {
+			if ls := getLin(w); exactPair() {
+				exactOf(ls).Sum = fixeds(data)
+			}
+		} else if w, ok := cut(sufHessianExact); ok {
+			if ls := getLin(w); exactPair() {
+				ls.hessian = &hessianRef{path: absPath, tensor: name, offset: int64(gf.DataOffset + t.Offset), n: int(t.Shape[1]), stamp: stamp, exact: true}
+			}
+		} else if w, ok := cut(sufSum2); ok {
 			ls := getLin(w)
 			if want(gguf.F64, dim0) {
 				ls.Sum2 = f64s(data)
@@ -227,12 +291,14 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 			}
 		} else if w, ok := cut(sufHessian); ok {
 			ls := getLin(w)
-			if len(t.Shape) != 2 || t.Shape[0] != t.Shape[1] {
+			if exact {
+				bad("%s: a float64 Hessian in a file with exact sums (want %s%s)", name, w, sufHessianExact)
+			} else if len(t.Shape) != 2 || t.Shape[0] != t.Shape[1] {
 				bad("%s: shape %v is not square", name, t.Shape)
 			} else if want(gguf.F64, int(t.Shape[0]*t.Shape[1])) {
 				// Checked here through read(2), not the mapping (whose pages would all count
 				// as resident), and read again when used (Stats.Hessian).
-				ref := &hessianRef{path: absPath, tensor: name, offset: int64(gf.DataOffset + t.Offset), cols: int(t.Shape[0]), stamp: stamp}
+				ref := &hessianRef{path: absPath, tensor: name, offset: int64(gf.DataOffset + t.Offset), cols: int(t.Shape[0]), n: int(t.Shape[0] * t.Shape[1]), stamp: stamp}
 				if _, err := ref.read(true); err != nil {
 					bad("%s", strings.TrimPrefix(err.Error(), absPath+": "))
 				} else {
@@ -277,15 +343,22 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 		}
 	}
 	for _, a := range s.Acts {
-		// The fit and held-out extremes are optional (older files lack them), but go together.
-		switch seen := seenActPart[a.Name]; {
+		// The fit and held-out extremes are optional (older files lack them); before version 3
+		// they go together, from version 3 each is there when its kind of chunk was seen (a
+		// shard may hold one kind only).
+		seen := seenActPart[a.Name]
+		a.fitSeen, a.heldSeen = seen&16 != 0, seen&32 != 0
+		a.Held = a.fitSeen && a.heldSeen
+		switch {
 		case seen&15 != 15:
 			bad("%s: needs all of .min, .max, .hist and .hist_bounds", a.Name)
-		case seen&48 == 48:
-			a.Held = true
-		case seen&48 != 0:
+		case v < 3 && seen&48 != 0 && seen&48 != 48:
 			bad("%s: needs both or neither of %s and %s", a.Name, sufFitRange, sufHeldRange)
 		}
+	}
+	hessSuffix := sufHessian
+	if exact {
+		hessSuffix = sufHessianExact
 	}
 	for _, ls := range s.Linear {
 		if ls.Sum2 == nil {
@@ -294,7 +367,33 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 		}
 		ls.Cols = len(ls.Sum2)
 		if m.Hessian && ls.SharesInputOf == "" && ls.Hessian == nil && ls.hessian == nil {
-			bad("%s%s: missing (%shessian is set)", ls.Weight, sufHessian, keyPrefix)
+			bad("%s%s: missing (%shessian is set)", ls.Weight, hessSuffix, keyPrefix)
+		}
+		if r := ls.hessian; r != nil && r.exact {
+			if r.n != TriangleLen(ls.Cols) {
+				bad("%s: %d values, want %d (the upper triangle of %d columns)", r.tensor, r.n, TriangleLen(ls.Cols), ls.Cols)
+				ls.hessian = nil
+				continue
+			}
+			r.cols = ls.Cols
+			// Checked here through read(2), not the mapping (whose pages would all count as
+			// resident), and read again when used (Stats.Hessian).
+			if _, err := r.read(true); err != nil {
+				bad("%s", strings.TrimPrefix(err.Error(), absPath+": "))
+				ls.hessian = nil
+			}
+		}
+		if !exact {
+			continue
+		}
+		e := ls.Exact
+		switch {
+		case e == nil || e.Sum2 == nil:
+			bad("%s%s: missing (%s is set)", ls.Weight, sufSum2Exact, keyExact)
+		case e.Sum == nil:
+			bad("%s%s: missing (%s is set)", ls.Weight, sufSumExact, keyExact)
+		case len(e.Sum2) != ls.Cols || len(e.Sum) != ls.Cols:
+			bad("%s: exact sums of %d and %d values for %d columns", ls.Weight, len(e.Sum2), len(e.Sum), ls.Cols)
 		}
 	}
 	if len(probs) > 0 {
@@ -314,13 +413,15 @@ func histGeometry(lo, hi float64) (start int64, width float64) {
 	return int64(math.Round(lo / w)), w
 }
 
-// hessianRef locates a Hessian in a statistics file: cols × cols little-endian float64 at
-// offset, in the file as it was when read (stamp).
+// hessianRef locates a Hessian in a statistics file, in the file as it was when read (stamp):
+// cols × cols little-endian float64 at offset, or, exact, the upper triangle (n =
+// TriangleLen(cols) Fixed values, row by row).
 type hessianRef struct {
 	path, tensor string
 	offset       int64
-	cols         int
+	cols, n      int
 	stamp        string
+	exact        bool
 }
 
 // statStamp identifies a file's version: size and modification time.
@@ -332,9 +433,91 @@ func statStamp(path string) (string, error) {
 	return fmt.Sprintf("%d@%d", fi.Size(), fi.ModTime().UnixNano()), nil
 }
 
-// read reads the Hessian in chunks, checking that every value is finite; with checkOnly it
-// keeps nothing (nil result).
+// blocks reads an exact Hessian in blocks of at most fixedBlock values, passing each (valid
+// during the call) with its element offset to fn; it fails when the file changed since it was
+// read.
+func (r *hessianRef) blocks(fn func(off int, block []Fixed) error) error {
+	f, err := os.Open(r.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if st, err := statStamp(r.path); err != nil || st != r.stamp {
+		return fmt.Errorf("%s: %s: the file changed since it was read", r.path, r.tensor)
+	}
+	buf := make([]byte, fixedBytes*min(r.n, fixedBlock))
+	v := make([]Fixed, min(r.n, fixedBlock))
+	for off := 0; off < r.n; {
+		m := min(r.n-off, fixedBlock)
+		if _, err := f.ReadAt(buf[:fixedBytes*m], r.offset+int64(fixedBytes*off)); err != nil {
+			return fmt.Errorf("%s: %s: %v", r.path, r.tensor, err)
+		}
+		getFixed(v[:m], buf)
+		if err := fn(off, v[:m]); err != nil {
+			return err
+		}
+		off += m
+	}
+	return nil
+}
+
+// readExact reads the Hessian in blocks and checks it: every diagonal element (a Σx²) ≥ 0;
+// unless checkOnly it returns the full symmetric float64 matrix.
+func (r *hessianRef) readExact(checkOnly bool) ([]float64, error) {
+	c := r.cols
+	var h []float64
+	if !checkOnly {
+		h = make([]float64, c*c)
+	}
+	row, rowStart := 0, 0 // the row the next diagonal element is on, and its triangle index
+	err := r.blocks(func(off int, block []Fixed) error {
+		end := off + len(block)
+		for row < c && rowStart < end {
+			if block[rowStart-off].Neg() {
+				return fmt.Errorf("%s: %s[%d] = %g: diagonal element %d is negative", r.path, r.tensor, rowStart, block[rowStart-off].Float64(), row)
+			}
+			rowStart += c - row
+			row++
+		}
+		if h == nil {
+			return nil
+		}
+		// Element off+k of the triangle: find its row from the block's first.
+		i := triRowOf(off, c)
+		j := off - triRow(i, c) + i
+		for _, f := range block {
+			x := f.Float64()
+			h[i*c+j], h[j*c+i] = x, x
+			if j++; j == c {
+				i++
+				j = i
+			}
+		}
+		return nil
+	})
+	return h, err
+}
+
+// triRowOf returns the row of the upper-triangle element at index k (row by row).
+func triRowOf(k, c int) int {
+	lo, hi := 0, c-1 // the last row whose start is ≤ k
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if triRow(mid, c) <= k {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// read reads the Hessian in chunks, checking that every value is finite (exact: that the
+// diagonal is not negative); with checkOnly it keeps nothing (nil result).
 func (r *hessianRef) read(checkOnly bool) ([]float64, error) {
+	if r.exact {
+		return r.readExact(checkOnly)
+	}
 	f, err := os.Open(r.path)
 	if err != nil {
 		return nil, err
@@ -374,6 +557,13 @@ func f64s(b []byte) []float64 {
 	for i := range v {
 		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
 	}
+	return v
+}
+
+// fixeds decodes exact values (Lo, Hi little-endian pairs).
+func fixeds(b []byte) []Fixed {
+	v := make([]Fixed, len(b)/fixedBytes)
+	getFixed(v, b)
 	return v
 }
 

@@ -29,6 +29,28 @@ type Meta struct {
 	Tokens, Ctx, Chunks int
 	Seed                uint64
 	Hessian             bool
+	// WindowChunks and WindowTokens count the chunks (and their tokens) that the chunking
+	// (corpus, Ctx, the tokens asked for, Seed) cuts: every chunk of an unsharded run, the
+	// whole of which a shard evaluates a part (0 when unknown: older files).
+	WindowChunks, WindowTokens int
+	// Shards is the number of parts the windows were split into (1: unsharded; 0 unknown) and
+	// ShardIndex the parts these statistics hold, in increasing order (one for a shard, several
+	// after a partial merge).
+	Shards     int
+	ShardIndex []int
+	// ChunkSet holds the global indexes (in the windows) of the chunks evaluated, as sorted,
+	// disjoint, non-adjacent half-open ranges.
+	ChunkSet []ChunkRange
+}
+
+// ChunkRange is the chunks [Start, End) of the windows.
+type ChunkRange struct{ Start, End int }
+
+// ShardRange returns the chunks of shard i of n over m windows: the contiguous range
+// [⌊i·m/n⌋, ⌊(i+1)·m/n⌋), so that the shards cover every chunk once and differ in size by at
+// most one chunk.
+func ShardRange(i, n, m int) ChunkRange {
+	return ChunkRange{int(int64(i) * int64(m) / int64(n)), int(int64(i+1) * int64(m) / int64(n))}
 }
 
 // Stats are the calibration statistics of one model.
@@ -39,7 +61,7 @@ type Stats struct {
 	// Kind says where they come from: "gquant", "imatrix" (llama.cpp GGUF imatrix) or
 	// "imatrix-dat" (legacy .dat, whose Sum2 holds mean·ncall and Count ncall).
 	Kind string
-	// Version is the file layout's (gquant statistics: 1 or 2; 0 for statistics collected by
+	// Version is the file layout's (gquant statistics: 1 to 3; 0 for statistics collected by
 	// this process or read from an imatrix).
 	Version int
 	Meta    Meta

@@ -26,11 +26,35 @@ type LinearStats struct {
 	// SharesInputOf names the weight whose input this one shares ("" for none); the Hessian
 	// is stored once, under that weight.
 	SharesInputOf string
+	// Exact holds Sum2, Sum and the Hessian exactly (see Fixed), when known: statistics
+	// collected by this gquant, or read from a file that stores them (calibration.exact).
+	// They make statistics mergeable without rounding (Merge); the float64 fields above are
+	// their correctly rounded values, which is what every consumer reads.
+	Exact *ExactSums
+}
+
+// ExactSums are the exact forms of a linear input's sums.
+type ExactSums struct {
+	// Sum2 and Sum are Σx² and Σx per column.
+	Sum2, Sum []Fixed
+	// Hessian is the upper triangle of Σ xᵀx, row by row (TriangleLen(Cols) values), while it
+	// is held in memory (nil otherwise: not collected, streamed to a file, or in one).
+	Hessian []Fixed
 }
 
 // NewLinearStats returns empty statistics for a weight with cols columns.
 func NewLinearStats(weight string, cols int) *LinearStats {
-	return &LinearStats{Weight: weight, Cols: cols, Sum2: make([]float64, cols), Sum: make([]float64, cols), AbsMax: make([]float32, cols)}
+	return &LinearStats{Weight: weight, Cols: cols, Sum2: make([]float64, cols), Sum: make([]float64, cols), AbsMax: make([]float32, cols),
+		Exact: &ExactSums{Sum2: make([]Fixed, cols), Sum: make([]Fixed, cols)}}
+}
+
+// Round sets Sum2 and Sum from the exact sums.
+func (ls *LinearStats) Round() {
+	if ls.Exact == nil {
+		return
+	}
+	ls.Sum2 = Floats(ls.Sum2, ls.Exact.Sum2)
+	ls.Sum = Floats(ls.Sum, ls.Exact.Sum)
 }
 
 // ActStats are the statistics of one activation tensor.
@@ -126,10 +150,10 @@ func (a *ActStats) AddParallel(x []float32, held bool, workers int) (bad int) {
 	}
 	a.addExtremes(lo, hi, held)
 	if workers == 1 {
-		a.Hist.Add(x, lo, hi)
+		a.Hist.Add(x, a.Min, a.Max)
 		return 0
 	}
-	a.Hist.fit(float64(lo), float64(hi))
+	a.Hist.fit(float64(a.Min), float64(a.Max))
 	counts := make([]*[HistBins]float64, workers)
 	each(func(w int, part []float32) {
 		c := countsPool.Get().(*[HistBins]float64)
@@ -196,3 +220,8 @@ func extremes(x []float32) (lo, hi float32, nan bool) {
 // Finish sets Held once collection is done: both fit and held-out values were seen (fewer
 // than HoldoutEvery chunks leave nothing to extrapolate from).
 func (a *ActStats) Finish() { a.Held = a.fitSeen && a.heldSeen }
+
+// FitSeen and HeldSeen report whether fit and held-out chunks were seen (FitMin and FitMax,
+// HeldMin and HeldMax hold their extremes): a shard may hold only one kind.
+func (a *ActStats) FitSeen() bool  { return a.fitSeen }
+func (a *ActStats) HeldSeen() bool { return a.heldSeen }

@@ -44,6 +44,9 @@ func (s *Stats) Check() error {
 		if i, ok := finite(ls.Hessian, false); !ok {
 			bad("%s: Hessian[%d] = %g is not finite", w, i, ls.Hessian[i])
 		}
+		if e := ls.Exact; e != nil {
+			checkExact(ls, e, bad)
+		}
 		if ls.SharesInputOf != "" {
 			if lead := s.LinearFor(ls.SharesInputOf); lead == nil || lead.Cols != ls.Cols {
 				bad("%s: shares the input of %s, which has no statistics of %d columns", w, ls.SharesInputOf, ls.Cols)
@@ -79,7 +82,19 @@ func (s *Stats) Check() error {
 		}
 		if a.Held {
 			checkHeld(a, bad)
+		} else if a.fitSeen != a.heldSeen {
+			// One kind of chunk only (a shard): its extremes are the range.
+			p, what := [2]float32{a.FitMin, a.FitMax}, "fit"
+			if a.heldSeen {
+				p, what = [2]float32{a.HeldMin, a.HeldMax}, "held-out"
+			}
+			if p[0] != a.Min || p[1] != a.Max {
+				bad("%s: %s range [%g, %g] of the only kind of chunk seen is not the range [%g, %g]", n, what, p[0], p[1], a.Min, a.Max)
+			}
 		}
+	}
+	if p := checkShards(&s.Meta); p != "" {
+		bad("%s", p)
 	}
 	if len(probs) > 0 {
 		return fmt.Errorf("%s: %s", s.name(), joinProblems(probs))
@@ -195,5 +210,40 @@ func checkHeld(a *ActStats, bad func(string, ...any)) {
 	}
 	if min(a.FitMin, a.HeldMin) != a.Min || max(a.FitMax, a.HeldMax) != a.Max {
 		bad("%s: fit and held-out ranges do not reach the range [%g, %g]", a.Name, a.Min, a.Max)
+	}
+}
+
+// checkExact checks a weight's exact sums: their lengths, Σx² not negative, and the float64
+// sums their correctly rounded values (a float64 sum that is not finite is reported above).
+func checkExact(ls *LinearStats, e *ExactSums, bad func(string, ...any)) {
+	w := ls.Weight
+	switch {
+	case len(e.Sum2) != ls.Cols || len(e.Sum) != ls.Cols:
+		bad("%s: exact sums of %d and %d values for %d columns", w, len(e.Sum2), len(e.Sum), ls.Cols)
+		return
+	case e.Hessian != nil && len(e.Hessian) != TriangleLen(ls.Cols):
+		bad("%s: exact Hessian of %d values for %d columns", w, len(e.Hessian), ls.Cols)
+	}
+	for j, f := range e.Sum2 {
+		if f.Neg() {
+			bad("%s: exact Σx²[%d] = %g is negative", w, j, f.Float64())
+			break
+		}
+	}
+	for _, p := range []struct {
+		what  string
+		exact []Fixed
+		float []float64
+	}{{"Σx²", e.Sum2, ls.Sum2}, {"Σx", e.Sum, ls.Sum}} {
+		if len(p.float) != len(p.exact) {
+			continue // reported above
+		}
+		for j, f := range p.exact {
+			v := p.float[j]
+			if x := f.Float64(); v != x && !math.IsNaN(v) && !math.IsInf(v, 0) {
+				bad("%s: %s[%d] = %g is not its exact sum %g rounded", w, p.what, j, v, x)
+				break
+			}
+		}
 	}
 }
