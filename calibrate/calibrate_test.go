@@ -657,3 +657,31 @@ func statsModel(t *testing.T, spec *arch.Spec) stats.Model {
 	}
 	return m
 }
+
+// LinearOnly collects the same linear-input statistics, bit for bit, with no activations.
+func TestLinearOnly(t *testing.T) {
+	full := calib(t, Options{Ctx: 64, Tokens: 256, Hessian: true, Threads: 2})
+	lin := calib(t, Options{Ctx: 64, Tokens: 256, Hessian: true, Threads: 2, LinearOnly: true})
+	if len(lin.Stats.Acts) != 0 || len(full.Stats.Acts) == 0 {
+		t.Fatalf("activations: %d with LinearOnly, %d without", len(lin.Stats.Acts), len(full.Stats.Acts))
+	}
+	if len(lin.Stats.Linear) != len(full.Stats.Linear) {
+		t.Fatalf("%d linear entries, want %d", len(lin.Stats.Linear), len(full.Stats.Linear))
+	}
+	for i, a := range full.Stats.Linear {
+		b := lin.Stats.Linear[i]
+		if a.Weight != b.Weight || a.Count != b.Count || len(a.Sum2) != len(b.Sum2) || len(a.Hessian) != len(b.Hessian) {
+			t.Fatalf("%s: entries differ", a.Weight)
+		}
+		for j := range a.Sum2 {
+			if a.Sum2[j] != b.Sum2[j] || a.Sum[j] != b.Sum[j] || a.AbsMax[j] != b.AbsMax[j] {
+				t.Fatalf("%s[%d]: sums differ", a.Weight, j)
+			}
+		}
+		for j := range a.Hessian {
+			if a.Hessian[j] != b.Hessian[j] {
+				t.Fatalf("%s: H[%d] differs", a.Weight, j)
+			}
+		}
+	}
+}

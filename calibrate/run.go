@@ -37,6 +37,10 @@ type Options struct {
 	Threads int
 	// Hessian collects XᵀX of every linear layer's input.
 	Hessian bool
+	// LinearOnly collects the linear layers' input statistics only, as llama-imatrix does:
+	// no activation ranges or histograms (so no QNN encodings from them), and the logits are
+	// not computed.
+	LinearOnly bool
 	// Output, when set, is where the statistics are written (see WriteStats); Hessians are
 	// then streamed to it, at most HessianMemory bytes of them at a time (0:
 	// DefaultHessianMemory), with one pass over the corpus per batch, and are not kept in the
@@ -129,7 +133,11 @@ func Calibrate(path string, o Options) (*Result, error) {
 	if threads <= 0 {
 		threads = goruntime.NumCPU()
 	}
-	m, err := runtime.Load(path, runtime.Options{Threads: threads, Hooks: col.hooks(), Format: o.Format})
+	hooks := col.hooks()
+	if o.LinearOnly {
+		hooks.Activation = nil // no graph point is observed: the fused fast path everywhere
+	}
+	m, err := runtime.Load(path, runtime.Options{Threads: threads, Hooks: hooks, Format: o.Format})
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +198,9 @@ func Calibrate(path string, o Options) (*Result, error) {
 		WindowChunks: len(chunks), WindowTokens: windowTokens,
 		Shards: shard.Count, ShardIndex: []int{shard.Index}, ChunkSet: []stats.ChunkRange{part},
 	}
+	if o.LinearOnly {
+		model.Points = nil
+	}
 	if err := col.init(model, o.Hessian, threads); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -215,6 +226,7 @@ func Calibrate(path string, o Options) (*Result, error) {
 	}()
 	res := &Result{Spec: spec, Tokens: ntok, Passes: len(batches)}
 	st := m.NewState(ctx)
+	st.SkipLogits(o.LinearOnly) // the output layer's input is observed; its product is not needed
 	total := ntok * len(batches)
 	done := 0
 	start := time.Now()

@@ -154,6 +154,8 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 		opts := calibrate.Options{
 			Corpus: o.corpus, Ctx: o.ctx, Tokens: o.tokens, Seed: o.seed, Threads: o.threads,
 			Hessian: o.hessian, HessianMemory: hmem, Shard: shard,
+			// Only an imatrix wanted: the linear inputs are all it needs.
+			LinearOnly: o.out == "" && o.encodings == "",
 		}
 		// Hessians are streamed to the statistics file as they are done; without them the file
 		// is written last, once everything else has been computed.
