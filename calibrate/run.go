@@ -144,21 +144,7 @@ func Calibrate(path string, o Options) (*Result, error) {
 	defer m.Close()
 	spec := m.Spec()
 
-	ctx := o.Ctx
-	switch {
-	case ctx == 0:
-		ctx = min(DefaultCtx, spec.Context)
-	case ctx < 0:
-		return nil, fmt.Errorf("%s: ctx: %d is negative", o.Corpus, ctx)
-	case ctx > spec.Context:
-		return nil, fmt.Errorf("%s: ctx: %d is longer than the model's context of %d tokens", path, ctx, spec.Context)
-	}
-	tok := m.Tokenizer()
-	bos := -1
-	if tok.AddBOS() {
-		bos = tok.BOS()
-	}
-	corp, err := ReadCorpus(o.Corpus, tok, Chunking{Ctx: ctx, Tokens: o.Tokens, Seed: o.Seed}, bos)
+	ctx, corp, err := readWindows(path, m, o)
 	if err != nil {
 		return nil, err
 	}
@@ -290,6 +276,28 @@ func Calibrate(path string, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// readWindows reads the corpus windows that o selects for model m (at path): their length
+// (o.Ctx, 0: DefaultCtx capped at the model's context) and the tokenized corpus.
+func readWindows(path string, m *runtime.Model, o Options) (int, *Corpus, error) {
+	spec := m.Spec()
+	ctx := o.Ctx
+	switch {
+	case ctx == 0:
+		ctx = min(DefaultCtx, spec.Context)
+	case ctx < 0:
+		return 0, nil, fmt.Errorf("%s: ctx: %d is negative", o.Corpus, ctx)
+	case ctx > spec.Context:
+		return 0, nil, fmt.Errorf("%s: ctx: %d is longer than the model's context of %d tokens", path, ctx, spec.Context)
+	}
+	tok := m.Tokenizer()
+	bos := -1
+	if tok.AddBOS() {
+		bos = tok.BOS()
+	}
+	corp, err := ReadCorpus(o.Corpus, tok, Chunking{Ctx: ctx, Tokens: o.Tokens, Seed: o.Seed}, bos)
+	return ctx, corp, err
 }
 
 // sha256Hex is the hex SHA-256 of b.

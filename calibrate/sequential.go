@@ -75,21 +75,7 @@ func NewSequential(path string, o Options) (*Sequential, error) {
 	}()
 	s.m = m
 	spec := m.Spec()
-	ctx := o.Ctx
-	switch {
-	case ctx == 0:
-		ctx = min(DefaultCtx, spec.Context)
-	case ctx < 0:
-		return nil, fmt.Errorf("%s: ctx: %d is negative", o.Corpus, ctx)
-	case ctx > spec.Context:
-		return nil, fmt.Errorf("%s: ctx: %d is longer than the model's context of %d tokens", path, ctx, spec.Context)
-	}
-	tok := m.Tokenizer()
-	bos := -1
-	if tok.AddBOS() {
-		bos = tok.BOS()
-	}
-	corp, err := ReadCorpus(o.Corpus, tok, Chunking{Ctx: ctx, Tokens: o.Tokens, Seed: o.Seed}, bos)
+	ctx, corp, err := readWindows(path, m, o)
 	if err != nil {
 		return nil, err
 	}
