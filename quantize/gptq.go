@@ -12,15 +12,18 @@ package quantize
 //     is rounded up to a multiple of the group size so that a group never straddles blocks;
 //   - act-order ties are broken by column index (a stable sort), for determinism;
 //   - everything is float64 except the codec, which sees float32 values.
+//
+// The work is serial, in the calling goroutine (the converter runs one matrix per worker).
+// The heavy parts are in gptq_chol.go (the inverse Hessian's factor, n³/3 multiply-adds,
+// blocked) and gptq_gemm.go (the lazy block updates and the in-block updates, with AVX-512 or
+// AVX2 kernels where the CPU has them); every element is computed by one fixed sequence of
+// float64 operations, so the bits depend on the inputs alone: not on the CPU, the kernels, the
+// row blocks a matrix is split into, or the number of threads.
 
 import (
 	"fmt"
 	"math"
 	"sort"
-
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas64"
-	"gonum.org/v1/gonum/lapack/lapack64"
 )
 
 // GPTQOptions tunes GPTQ; the zero value gives the reference defaults.
@@ -71,28 +74,33 @@ func GPTQ(w []float32, rows, cols int, H []float64, spec GroupSpec, opts GPTQOpt
 	return q.t, nil
 }
 
+// gptqRowTile is the number of rows Run takes through a block's columns together.
+const gptqRowTile = 8
+
 // groupQuantizer adapts a GroupTensor to GPTQQuantizer.
 type groupQuantizer struct {
 	t     *GroupTensor
 	grids []grid // current grid per (row, group)
+	ng    int    // groups per row
 }
 
 func (q *groupQuantizer) GroupSize() int { return q.t.Spec.Group }
 
 func (q *groupQuantizer) Fit(r, g int, x, imp []float32) error {
 	if q.grids == nil {
-		q.grids = make([]grid, q.t.Rows*q.t.Groups())
+		q.ng = q.t.Groups()
+		q.grids = make([]grid, q.t.Rows*q.ng)
 	}
 	gr := q.t.Spec.fitGrid(x, imp)
 	if err := q.t.setGrid(r, g, gr); err != nil {
 		return err
 	}
-	q.grids[r*q.t.Groups()+g] = gr
+	q.grids[r*q.ng+g] = gr
 	return nil
 }
 
 func (q *groupQuantizer) Round(r, g, c int, x float32) float32 {
-	gr := q.grids[r*q.t.Groups()+g]
+	gr := &q.grids[r*q.ng+g]
 	u := gr.code(x)
 	q.t.setCode(r, c, u)
 	return gr.value(u)
@@ -132,6 +140,12 @@ type GPTQPlan struct {
 // NewGPTQPlan prepares GPTQ for rows of cols columns quantized in groups of groupSize columns
 // (0: the whole row), given the Hessian H (cols × cols, not modified) and opts.
 func NewGPTQPlan(H []float64, cols, groupSize int, opts GPTQOptions) (*GPTQPlan, error) {
+	return newGPTQPlan(H, cols, groupSize, opts, invCholUpper)
+}
+
+// newGPTQPlan is NewGPTQPlan with the function that turns the damped Hessian h (processing
+// order, overwritten) into U (gptq_chol.go; the tests also pass LAPACK's route).
+func newGPTQPlan(H []float64, cols, groupSize int, opts GPTQOptions, factor func(h []float64, n int) ([]float64, error)) (*GPTQPlan, error) {
 	switch {
 	case cols <= 0:
 		return nil, fmt.Errorf("gptq: %d columns", cols)
@@ -165,18 +179,15 @@ func NewGPTQPlan(H []float64, cols, groupSize int, opts GPTQOptions) (*GPTQPlan,
 		bs = (bs + G - 1) / G * G // a group never straddles two blocks
 	}
 	p := &GPTQPlan{cols: cols, G: G, bs: bs, static: opts.StaticGroups && G < cols, actOrder: opts.ActOrder, clip: opts.ClipSearch}
-	h := append([]float64(nil), H...)
 	// Dead inputs (never active): H_ii = 1 and the weights zeroed, as the reference does.
 	p.dead = make([]bool, cols)
+	p.diag0 = make([]float64, cols)
 	for i := 0; i < cols; i++ {
-		if h[i*cols+i] == 0 {
-			h[i*cols+i] = 1
+		p.diag0[i] = H[i*cols+i]
+		if p.diag0[i] == 0 {
+			p.diag0[i] = 1
 			p.dead[i] = true
 		}
-	}
-	p.diag0 = make([]float64, cols)
-	for i := range p.diag0 {
-		p.diag0[i] = h[i*cols+i]
 	}
 	p.diag = p.diag0
 	// Act-order: permute columns by decreasing diag(H).
@@ -184,13 +195,16 @@ func NewGPTQPlan(H []float64, cols, groupSize int, opts GPTQOptions) (*GPTQPlan,
 	for i := range p.perm {
 		p.perm[i] = i
 	}
+	var h []float64 // the working copy of H, in processing order
 	if opts.ActOrder {
 		sort.SliceStable(p.perm, func(a, b int) bool { return p.diag0[p.perm[a]] > p.diag0[p.perm[b]] })
-		h = permuteSym(h, cols, p.perm)
+		h = permuteSym(H, cols, p.perm)
 		p.diag = make([]float64, cols)
-		for i := range p.diag {
-			p.diag[i] = h[i*cols+i]
+		for i, c := range p.perm {
+			p.diag[i] = p.diag0[c]
 		}
+	} else {
+		h = append([]float64(nil), H...)
 	}
 	// Damping, then U: the upper Cholesky factor of H⁻¹ (H⁻¹ = UᵀU).
 	var mean float64
@@ -199,10 +213,10 @@ func NewGPTQPlan(H []float64, cols, groupSize int, opts GPTQOptions) (*GPTQPlan,
 	}
 	mean /= float64(cols)
 	for i := 0; i < cols; i++ {
-		h[i*cols+i] += damp * mean
+		h[i*cols+i] = p.diag[i] + damp*mean
 	}
 	var err error
-	if p.U, err = invCholUpper(h, cols); err != nil {
+	if p.U, err = factor(h, cols); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -218,75 +232,127 @@ func (p *GPTQPlan) Run(q GPTQQuantizer, w []float32, rows int) ([]int32, error) 
 	if g := q.GroupSize(); g != G && !(g <= 0 && G == cols) {
 		return nil, fmt.Errorf("gptq: codec groups of %d, plan groups of %d", g, G)
 	}
-	if err := checkFinite(w, cols); err != nil {
-		return nil, fmt.Errorf("gptq: %w", err)
-	}
-	// Working copy in float64, dead inputs zeroed.
+	// Working copy in float64, in processing order, dead inputs zeroed.
 	W := make([]float64, rows*cols)
-	for i, v := range w {
-		W[i] = float64(v)
-	}
-	for i, d := range p.dead {
-		if d {
-			for r := 0; r < rows; r++ {
-				W[r*cols+i] = 0
+	for r := 0; r < rows; r++ {
+		src, dst := w[r*cols:(r+1)*cols], W[r*cols:(r+1)*cols]
+		if !allFinite32(src) {
+			return nil, fmt.Errorf("gptq: %w", checkFinite(w, cols))
+		}
+		for pos, c := range p.perm {
+			if !p.dead[c] {
+				dst[pos] = float64(src[c])
 			}
 		}
 	}
-	// Static groups: fitted from the original (dead-zeroed) weights in original order.
+	// Static groups: fitted from the original weights (dead inputs zeroed) in original order.
 	if p.static {
-		if err := fitGroups(q, W, rows, cols, 0, cols, G, p.diag0, p.clip); err != nil {
+		if err := fitGroupsOrig(q, w, rows, cols, G, p.dead, p.diag0, p.clip); err != nil {
 			return nil, err
 		}
 	}
-	if p.actOrder {
-		W = permuteCols(W, rows, cols, p.perm)
-	}
 	U, perm, static := p.U, p.perm, p.static
-	groupOf := func(pos int) int { // group of processing position pos
-		if static {
-			return perm[pos] / G
-		}
-		return pos / G
-	}
 	if !static && G == cols { // per channel: one grid per row, from the starting weights
 		if err := fitGroups(q, W, rows, cols, 0, cols, G, p.diag, p.clip); err != nil {
 			return nil, err
 		}
 	}
+	refit := !static && G < cols // a grid per group, fitted at the group's first column
 	errBlk := make([]float64, rows*bs)
+	ublk := make([]float64, bs*bs) // U[i1:i2, i1:i2], contiguous
+	grp := make([]int, bs)         // group of each position of the block
+	var x, imp []float32
+	if refit {
+		x = make([]float32, G)
+		if p.clip {
+			imp = make([]float32, G)
+		}
+	}
+	gq, _ := q.(*groupQuantizer) // called directly rather than through the interface
+	var gw gemmWork
 	for i1 := 0; i1 < cols; i1 += bs {
 		i2 := min(i1+bs, cols)
 		nb := i2 - i1
 		for i := i1; i < i2; i++ {
-			if !static && G < cols && i%G == 0 {
-				if err := fitGroups(q, W, rows, cols, i, i+G, G, p.diag, p.clip); err != nil {
-					return nil, err
-				}
+			copy(ublk[(i-i1)*bs:(i-i1)*bs+nb], U[i*cols+i1:i*cols+i2])
+			if static {
+				grp[i-i1] = perm[i] / G
+			} else {
+				grp[i-i1] = i / G
 			}
-			d := U[i*cols+i]
-			urow := U[i*cols : (i+1)*cols]
-			g, c := groupOf(i), perm[i]
-			for r := 0; r < rows; r++ {
-				wr := W[r*cols : (r+1)*cols]
-				x := wr[i]
-				qv := float64(q.Round(r, g, c, float32(x)))
-				e := (x - qv) / d
-				errBlk[r*bs+(i-i1)] = e
-				for j := i + 1; j < i2; j++ {
-					wr[j] -= float64(e * urow[j])
+		}
+		// Inside the block, a few rows at a time (rows are independent; the tile's part of W
+		// and U's block stay in cache): each column is rounded in every row of the tile (the
+		// rows' chains of dependent operations overlap), then its errors are spread at once
+		// over the block's later columns. A codec error is the one the column-major loop of
+		// the reference meets first: the lowest column (errAt), then the lowest row.
+		var fitErr error
+		errAt := cols
+		for r0 := 0; r0 < rows; r0 += gptqRowTile {
+			r1 := min(r0+gptqRowTile, rows)
+			var stopped [gptqRowTile]bool
+			var et [gptqRowTile]float64 // the column's errors in the tile's rows
+			for i := i1; i < i2; i++ {
+				ii := i - i1
+				ur := ublk[ii*bs : ii*bs+nb]
+				d, un := ur[ii], ur[ii+1:]
+				g, c := grp[ii], perm[i]
+				fit := refit && i%G == 0
+				if fit && imp != nil {
+					for j := range imp {
+						imp[j] = float32(p.diag[i+j])
+					}
+				}
+				for r := r0; r < r1; r++ {
+					if stopped[r-r0] {
+						et[r-r0] = 0 // the row is abandoned: an error is returned
+						continue
+					}
+					if fit {
+						if i >= errAt {
+							stopped[r-r0], et[r-r0] = true, 0
+							continue
+						}
+						for j := range x {
+							x[j] = float32(W[r*cols+i+j])
+						}
+						if err := q.Fit(r, i/G, x, imp); err != nil {
+							fitErr, errAt = err, i
+							stopped[r-r0], et[r-r0] = true, 0
+							continue
+						}
+					}
+					xv := W[r*cols+i]
+					var qv float64
+					if gq != nil { // gq.Round, inlined (TestGPTQQuantizerInterface)
+						gr := &gq.grids[r*gq.ng+g]
+						u := gr.code(float32(xv))
+						gq.t.setCode(r, c, u)
+						qv = float64(gr.value(u))
+					} else {
+						qv = float64(q.Round(r, g, c, float32(xv)))
+					}
+					e := (xv - qv) / d
+					errBlk[r*bs+ii] = e
+					et[r-r0] = e
+				}
+				// From the 8-aligned position at or before the column (aligned vectors for
+				// the kernels): the entries of U's row before its diagonal are zeros, and
+				// the columns up to i are no longer read.
+				if len(un) > 0 {
+					a := ii &^ 7
+					gerSub(et[:r1-r0], ur[a:], W[r0*cols+i1+a:], cols, nb-a)
 				}
 			}
 		}
-		// Lazy batch update of the columns after the block: W[:, i2:] -= Err · U[i1:i2, i2:].
-		// gonum's Gemm accumulates each element over k in order whatever the number of rows,
-		// so a row gets the same bits in any block of rows (TestGPTQRowBlocks).
+		if fitErr != nil {
+			return nil, fitErr
+		}
+		// Lazy batch update of the columns after the block: W[:, i2:] −= Err · U[i1:i2, i2:].
+		// gemmSub computes each element in an order fixed by k alone, so a row gets the same
+		// bits in any block of rows (TestGPTQRowBlocks) and with any kernel.
 		if i2 < cols {
-			blas64.Gemm(blas.NoTrans, blas.NoTrans, -1,
-				blas64.General{Rows: rows, Cols: nb, Stride: bs, Data: errBlk},
-				blas64.General{Rows: nb, Cols: cols - i2, Stride: cols, Data: U[i1*cols+i2:]},
-				1,
-				blas64.General{Rows: rows, Cols: cols - i2, Stride: cols, Data: W[i2:]})
+			gemmSub(&gw, rows, cols-i2, nb, errBlk, bs, U[i1*cols+i2:], cols, false, W[i2:], cols, false)
 		}
 	}
 	if !p.actOrder || static || G == cols {
@@ -311,6 +377,50 @@ func GPTQRows(p *GPTQPlan, w []float32, rows int, spec GroupSpec) (*GroupTensor,
 	}
 	q.t.GIdx = gidx
 	return q.t, nil
+}
+
+// allFinite32 reports whether every value of x is finite: v·0 is NaN for ±Inf and NaN.
+func allFinite32(x []float32) bool {
+	var z0, z1, z2, z3 float32
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		z0 += float32(x[i] * 0)
+		z1 += float32(x[i+1] * 0)
+		z2 += float32(x[i+2] * 0)
+		z3 += float32(x[i+3] * 0)
+	}
+	for ; i < len(x); i++ {
+		z0 += float32(x[i] * 0)
+	}
+	return z0+z1+z2+z3 == 0
+}
+
+// fitGroupsOrig is fitGroups over all of w (float32, original column order), with the dead
+// inputs read as zeros.
+func fitGroupsOrig(q GPTQQuantizer, w []float32, rows, cols, G int, dead []bool, diag []float64, clip bool) error {
+	x := make([]float32, G)
+	var imp []float32
+	if clip {
+		imp = make([]float32, G)
+	}
+	for p0 := 0; p0 < cols; p0 += G {
+		if clip {
+			for j := range imp {
+				imp[j] = float32(diag[p0+j])
+			}
+		}
+		for r := 0; r < rows; r++ {
+			for j := range x {
+				if x[j] = w[r*cols+p0+j]; dead[p0+j] {
+					x[j] = 0
+				}
+			}
+			if err := q.Fit(r, p0/G, x, imp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // fitGroups calls q.Fit for every row and each group of G columns starting in positions
@@ -339,42 +449,6 @@ func fitGroups(q GPTQQuantizer, W []float64, rows, cols, from, to, G int, diag [
 		}
 	}
 	return nil
-}
-
-// invCholUpper returns U, upper triangular with H⁻¹ = UᵀU (torch.linalg.cholesky(H⁻¹,
-// upper=True) in the reference), row-major n × n with zeros below the diagonal. h is
-// overwritten. LAPACK is called directly (potrf, potri, potrf): mat.Cholesky would also
-// estimate condition numbers, which costs as much as the inverse.
-func invCholUpper(h []float64, n int) ([]float64, error) {
-	a := blas64.Symmetric{Uplo: blas.Upper, N: n, Data: h, Stride: n}
-	t, ok := lapack64.Potrf(a)
-	if !ok {
-		return nil, fmt.Errorf("gptq: Hessian is not positive definite after damping (increase Damp)")
-	}
-	inv, ok := lapack64.Potri(t)
-	if !ok {
-		return nil, fmt.Errorf("gptq: Hessian is singular (increase Damp)")
-	}
-	u, ok := lapack64.Potrf(inv)
-	if !ok {
-		return nil, fmt.Errorf("gptq: inverse Hessian is not positive definite (increase Damp)")
-	}
-	U := make([]float64, n*n)
-	for i := 0; i < n; i++ {
-		copy(U[i*n+i:(i+1)*n], u.Data[i*u.Stride+i:i*u.Stride+n])
-	}
-	return U, nil
-}
-
-// permuteCols returns W with its columns reordered: out[:, p] = W[:, perm[p]].
-func permuteCols(W []float64, rows, cols int, perm []int) []float64 {
-	out := make([]float64, len(W))
-	for r := 0; r < rows; r++ {
-		for p, c := range perm {
-			out[r*cols+p] = W[r*cols+c]
-		}
-	}
-	return out
 }
 
 // permuteSym returns H[perm][:, perm].

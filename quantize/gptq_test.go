@@ -1,7 +1,6 @@
 package quantize
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -314,45 +313,6 @@ func TestGPTQErrors(t *testing.T) {
 	if _, err := GPTQ(w, 1, 64, H, spec, GPTQOptions{}); err == nil || !strings.Contains(err.Error(), "not positive definite") {
 		t.Errorf("indefinite H: %v", err)
 	}
-}
-
-// BenchmarkGPTQ times GPTQ int4 g128 on a Qwen3-0.6B-shaped down_proj (1024 × 3072 inputs)
-// and gate/up (3072 × 1024); the Hessian is built once outside the timer.
-func BenchmarkGPTQ(b *testing.B) {
-	for _, shape := range []struct{ rows, cols int }{{1024, 3072}, {3072, 1024}} {
-		b.Run(fmt.Sprintf("%dx%d", shape.rows, shape.cols), func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(15, 16))
-			X := correlatedInputs(rng, 256, shape.cols, 32)
-			H := hessianFast(X, 256, shape.cols)
-			w := randWeights(rng, shape.rows, shape.cols, false)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := GPTQ(w, shape.rows, shape.cols, H, GroupSpec{Bits: 4, Group: 128, Symmetric: true}, GPTQOptions{ActOrder: true, StaticGroups: true}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-// hessianFast is XᵀX using only the upper triangle (benchmark setup).
-func hessianFast(X []float64, n, cols int) []float64 {
-	H := make([]float64, cols*cols)
-	for t := 0; t < n; t++ {
-		x := X[t*cols : (t+1)*cols]
-		for i, a := range x {
-			row := H[i*cols:]
-			for j := i; j < cols; j++ {
-				row[j] += a * x[j]
-			}
-		}
-	}
-	for i := 0; i < cols; i++ {
-		for j := 0; j < i; j++ {
-			H[i*cols+j] = H[j*cols+i]
-		}
-	}
-	return H
 }
 
 // TestGPTQRowBlocks: one plan quantizes any block of rows to the bits the rows get in a run

@@ -1,0 +1,381 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Kernels of gptq_gemm.go. Every element of C gets c ← c − round(a·b) for t = 0..k−1 in
+// order: VMULPD then VSUBPD, never a fused multiply-add, so the bits are those of the Go code.
+
+// func gemmKernelAVX512(k int, a, b, c *float64, ldc int)
+//
+// The 4 × 32 tile of C is in Z0..Z15 (row r, columns 8v..8v+7 in Z(4r+v)); per t, the
+// strip row b[t·32 : t·32+32] is loaded into Z16..Z19 and each a[t·4+r] is broadcast from
+// memory into the products.
+TEXT ·gemmKernelAVX512(SB), NOSPLIT, $0-40
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	SHLQ $3, R8
+	LEAQ (DX)(R8*1), R9
+	LEAQ (R9)(R8*1), R10
+	LEAQ (R10)(R8*1), R11
+	VMOVUPD 0(DX), Z0
+	VMOVUPD 64(DX), Z1
+	VMOVUPD 128(DX), Z2
+	VMOVUPD 192(DX), Z3
+	VMOVUPD 0(R9), Z4
+	VMOVUPD 64(R9), Z5
+	VMOVUPD 128(R9), Z6
+	VMOVUPD 192(R9), Z7
+	VMOVUPD 0(R10), Z8
+	VMOVUPD 64(R10), Z9
+	VMOVUPD 128(R10), Z10
+	VMOVUPD 192(R10), Z11
+	VMOVUPD 0(R11), Z12
+	VMOVUPD 64(R11), Z13
+	VMOVUPD 128(R11), Z14
+	VMOVUPD 192(R11), Z15
+	TESTQ CX, CX
+	JZ   avx512store
+avx512loop:
+	VMOVUPD 0(DI), Z16
+	VMOVUPD 64(DI), Z17
+	VMOVUPD 128(DI), Z18
+	VMOVUPD 192(DI), Z19
+	VMULPD.BCST 0(SI), Z16, Z20
+	VSUBPD Z20, Z0, Z0
+	VMULPD.BCST 0(SI), Z17, Z21
+	VSUBPD Z21, Z1, Z1
+	VMULPD.BCST 0(SI), Z18, Z22
+	VSUBPD Z22, Z2, Z2
+	VMULPD.BCST 0(SI), Z19, Z23
+	VSUBPD Z23, Z3, Z3
+	VMULPD.BCST 8(SI), Z16, Z24
+	VSUBPD Z24, Z4, Z4
+	VMULPD.BCST 8(SI), Z17, Z25
+	VSUBPD Z25, Z5, Z5
+	VMULPD.BCST 8(SI), Z18, Z26
+	VSUBPD Z26, Z6, Z6
+	VMULPD.BCST 8(SI), Z19, Z27
+	VSUBPD Z27, Z7, Z7
+	VMULPD.BCST 16(SI), Z16, Z28
+	VSUBPD Z28, Z8, Z8
+	VMULPD.BCST 16(SI), Z17, Z29
+	VSUBPD Z29, Z9, Z9
+	VMULPD.BCST 16(SI), Z18, Z30
+	VSUBPD Z30, Z10, Z10
+	VMULPD.BCST 16(SI), Z19, Z31
+	VSUBPD Z31, Z11, Z11
+	VMULPD.BCST 24(SI), Z16, Z20
+	VSUBPD Z20, Z12, Z12
+	VMULPD.BCST 24(SI), Z17, Z21
+	VSUBPD Z21, Z13, Z13
+	VMULPD.BCST 24(SI), Z18, Z22
+	VSUBPD Z22, Z14, Z14
+	VMULPD.BCST 24(SI), Z19, Z23
+	VSUBPD Z23, Z15, Z15
+	ADDQ $32, SI
+	ADDQ $256, DI
+	DECQ CX
+	JNZ  avx512loop
+avx512store:
+	VMOVUPD Z0, 0(DX)
+	VMOVUPD Z1, 64(DX)
+	VMOVUPD Z2, 128(DX)
+	VMOVUPD Z3, 192(DX)
+	VMOVUPD Z4, 0(R9)
+	VMOVUPD Z5, 64(R9)
+	VMOVUPD Z6, 128(R9)
+	VMOVUPD Z7, 192(R9)
+	VMOVUPD Z8, 0(R10)
+	VMOVUPD Z9, 64(R10)
+	VMOVUPD Z10, 128(R10)
+	VMOVUPD Z11, 192(R10)
+	VMOVUPD Z12, 0(R11)
+	VMOVUPD Z13, 64(R11)
+	VMOVUPD Z14, 128(R11)
+	VMOVUPD Z15, 192(R11)
+	VZEROUPPER
+	RET
+
+// func gemmKernelAVX2(k int, a, b, c *float64, ldc int)
+//
+// The tile is done in four passes of 8 columns: C rows in Y0..Y7 (row r, columns
+// 4v..4v+3 of the pass in Y(2r+v)), the strip row in Y8, Y9, a broadcast in Y10..Y13.
+TEXT ·gemmKernelAVX2(SB), NOSPLIT, $0-40
+	MOVQ ldc+32(FP), R8
+	SHLQ $3, R8
+	MOVQ c+24(FP), DX
+	MOVQ b+16(FP), BX
+	MOVQ $4, R12
+avx2pass:
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ BX, DI
+	LEAQ (DX)(R8*1), R9
+	LEAQ (R9)(R8*1), R10
+	LEAQ (R10)(R8*1), R11
+	VMOVUPD 0(DX), Y0
+	VMOVUPD 32(DX), Y1
+	VMOVUPD 0(R9), Y2
+	VMOVUPD 32(R9), Y3
+	VMOVUPD 0(R10), Y4
+	VMOVUPD 32(R10), Y5
+	VMOVUPD 0(R11), Y6
+	VMOVUPD 32(R11), Y7
+	TESTQ CX, CX
+	JZ   avx2store
+avx2loop:
+	VMOVUPD 0(DI), Y8
+	VMOVUPD 32(DI), Y9
+	VBROADCASTSD 0(SI), Y10
+	VBROADCASTSD 8(SI), Y11
+	VBROADCASTSD 16(SI), Y12
+	VBROADCASTSD 24(SI), Y13
+	VMULPD Y8, Y10, Y14
+	VSUBPD Y14, Y0, Y0
+	VMULPD Y9, Y10, Y15
+	VSUBPD Y15, Y1, Y1
+	VMULPD Y8, Y11, Y14
+	VSUBPD Y14, Y2, Y2
+	VMULPD Y9, Y11, Y15
+	VSUBPD Y15, Y3, Y3
+	VMULPD Y8, Y12, Y14
+	VSUBPD Y14, Y4, Y4
+	VMULPD Y9, Y12, Y15
+	VSUBPD Y15, Y5, Y5
+	VMULPD Y8, Y13, Y14
+	VSUBPD Y14, Y6, Y6
+	VMULPD Y9, Y13, Y15
+	VSUBPD Y15, Y7, Y7
+	ADDQ $32, SI
+	ADDQ $256, DI
+	DECQ CX
+	JNZ  avx2loop
+avx2store:
+	VMOVUPD Y0, 0(DX)
+	VMOVUPD Y1, 32(DX)
+	VMOVUPD Y2, 0(R9)
+	VMOVUPD Y3, 32(R9)
+	VMOVUPD Y4, 0(R10)
+	VMOVUPD Y5, 32(R10)
+	VMOVUPD Y6, 0(R11)
+	VMOVUPD Y7, 32(R11)
+	ADDQ $64, DX
+	ADDQ $64, BX
+	DECQ R12
+	JNZ  avx2pass
+	VZEROUPPER
+	RET
+
+// func axpySubAVX512(e float64, u, w *float64, n int)
+//
+// w[j] −= e·u[j] for j < n, n a multiple of 8.
+TEXT ·axpySubAVX512(SB), NOSPLIT, $0-32
+	VBROADCASTSD e+0(FP), Z0
+	MOVQ u+8(FP), SI
+	MOVQ w+16(FP), DI
+	MOVQ n+24(FP), CX
+	CMPQ CX, $32
+	JLT  axpyAVX512tail
+axpyAVX512loop4:
+	VMULPD 0(SI), Z0, Z1
+	VMULPD 64(SI), Z0, Z2
+	VMULPD 128(SI), Z0, Z3
+	VMULPD 192(SI), Z0, Z4
+	VMOVUPD 0(DI), Z5
+	VMOVUPD 64(DI), Z6
+	VMOVUPD 128(DI), Z7
+	VMOVUPD 192(DI), Z8
+	VSUBPD Z1, Z5, Z5
+	VSUBPD Z2, Z6, Z6
+	VSUBPD Z3, Z7, Z7
+	VSUBPD Z4, Z8, Z8
+	VMOVUPD Z5, 0(DI)
+	VMOVUPD Z6, 64(DI)
+	VMOVUPD Z7, 128(DI)
+	VMOVUPD Z8, 192(DI)
+	ADDQ $256, SI
+	ADDQ $256, DI
+	SUBQ $32, CX
+	CMPQ CX, $32
+	JGE  axpyAVX512loop4
+axpyAVX512tail:
+	TESTQ CX, CX
+	JZ   axpyAVX512done
+axpyAVX512loop1:
+	VMULPD (SI), Z0, Z1
+	VMOVUPD (DI), Z5
+	VSUBPD Z1, Z5, Z5
+	VMOVUPD Z5, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $8, CX
+	JNZ  axpyAVX512loop1
+axpyAVX512done:
+	VZEROUPPER
+	RET
+
+// func axpySubAVX2(e float64, u, w *float64, n int)
+//
+// w[j] −= e·u[j] for j < n, n a multiple of 4.
+TEXT ·axpySubAVX2(SB), NOSPLIT, $0-32
+	VBROADCASTSD e+0(FP), Y0
+	MOVQ u+8(FP), SI
+	MOVQ w+16(FP), DI
+	MOVQ n+24(FP), CX
+	CMPQ CX, $16
+	JLT  axpyAVX2tail
+axpyAVX2loop4:
+	VMULPD 0(SI), Y0, Y1
+	VMULPD 32(SI), Y0, Y2
+	VMULPD 64(SI), Y0, Y3
+	VMULPD 96(SI), Y0, Y4
+	VMOVUPD 0(DI), Y5
+	VMOVUPD 32(DI), Y6
+	VMOVUPD 64(DI), Y7
+	VMOVUPD 96(DI), Y8
+	VSUBPD Y1, Y5, Y5
+	VSUBPD Y2, Y6, Y6
+	VSUBPD Y3, Y7, Y7
+	VSUBPD Y4, Y8, Y8
+	VMOVUPD Y5, 0(DI)
+	VMOVUPD Y6, 32(DI)
+	VMOVUPD Y7, 64(DI)
+	VMOVUPD Y8, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	SUBQ $16, CX
+	CMPQ CX, $16
+	JGE  axpyAVX2loop4
+axpyAVX2tail:
+	TESTQ CX, CX
+	JZ   axpyAVX2done
+axpyAVX2loop1:
+	VMULPD (SI), Y0, Y1
+	VMOVUPD (DI), Y5
+	VSUBPD Y1, Y5, Y5
+	VMOVUPD Y5, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $4, CX
+	JNZ  axpyAVX2loop1
+axpyAVX2done:
+	VZEROUPPER
+	RET
+
+// func gerSubAVX512(e *float64, m int, u, w *float64, ldw, n int)
+//
+// w[r·ldw + j] −= e[r]·u[j] for r < m, j < n: eight columns of u in Z0 at a time, applied to
+// the m rows in turn; the last n mod 8 columns under the mask K1.
+TEXT ·gerSubAVX512(SB), NOSPLIT, $0-48
+	MOVQ e+0(FP), DX
+	MOVQ m+8(FP), R12
+	MOVQ u+16(FP), SI
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), R8
+	SHLQ $3, R8
+	MOVQ n+40(FP), CX
+	MOVQ CX, BX
+	SHRQ $3, BX
+	JZ   gerAVX512tail
+gerAVX512chunk:
+	VMOVUPD (SI), Z0
+	MOVQ DX, R10
+	MOVQ DI, R9
+	MOVQ R12, R11
+gerAVX512row:
+	VMULPD.BCST (R10), Z0, Z1
+	VMOVUPD (R9), Z2
+	VSUBPD Z1, Z2, Z2
+	VMOVUPD Z2, (R9)
+	ADDQ $8, R10
+	ADDQ R8, R9
+	DECQ R11
+	JNZ  gerAVX512row
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ BX
+	JNZ  gerAVX512chunk
+gerAVX512tail:
+	ANDQ $7, CX
+	JZ   gerAVX512done
+	MOVQ $1, AX
+	SHLQ CX, AX
+	DECQ AX
+	KMOVW AX, K1
+	VMOVUPD.Z (SI), K1, Z0
+	MOVQ DX, R10
+	MOVQ DI, R9
+	MOVQ R12, R11
+gerAVX512tailrow:
+	VMULPD.BCST (R10), Z0, Z1
+	VMOVUPD.Z (R9), K1, Z2
+	VSUBPD Z1, Z2, Z2
+	VMOVUPD Z2, K1, (R9)
+	ADDQ $8, R10
+	ADDQ R8, R9
+	DECQ R11
+	JNZ  gerAVX512tailrow
+gerAVX512done:
+	VZEROUPPER
+	RET
+
+// func gerSubAVX2(e *float64, m int, u, w *float64, ldw, n int)
+//
+// gerSubAVX512 with four columns in Y0 at a time; the last n mod 4 columns one by one.
+TEXT ·gerSubAVX2(SB), NOSPLIT, $0-48
+	MOVQ e+0(FP), DX
+	MOVQ m+8(FP), R12
+	MOVQ u+16(FP), SI
+	MOVQ w+24(FP), DI
+	MOVQ ldw+32(FP), R8
+	SHLQ $3, R8
+	MOVQ n+40(FP), CX
+	MOVQ CX, BX
+	SHRQ $2, BX
+	JZ   gerAVX2tail
+gerAVX2chunk:
+	VMOVUPD (SI), Y0
+	MOVQ DX, R10
+	MOVQ DI, R9
+	MOVQ R12, R11
+gerAVX2row:
+	VBROADCASTSD (R10), Y3
+	VMULPD Y0, Y3, Y1
+	VMOVUPD (R9), Y2
+	VSUBPD Y1, Y2, Y2
+	VMOVUPD Y2, (R9)
+	ADDQ $8, R10
+	ADDQ R8, R9
+	DECQ R11
+	JNZ  gerAVX2row
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ BX
+	JNZ  gerAVX2chunk
+gerAVX2tail:
+	ANDQ $3, CX
+	JZ   gerAVX2done
+gerAVX2col:
+	VMOVSD (SI), X0
+	MOVQ DX, R10
+	MOVQ DI, R9
+	MOVQ R12, R11
+gerAVX2colrow:
+	VMULSD (R10), X0, X1
+	VMOVSD (R9), X2
+	VSUBSD X1, X2, X2
+	VMOVSD X2, (R9)
+	ADDQ $8, R10
+	ADDQ R8, R9
+	DECQ R11
+	JNZ  gerAVX2colrow
+	ADDQ $8, SI
+	ADDQ $8, DI
+	DECQ CX
+	JNZ  gerAVX2col
+gerAVX2done:
+	VZEROUPPER
+	RET
