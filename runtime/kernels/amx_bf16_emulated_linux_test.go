@@ -3,9 +3,7 @@
 package kernels
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,17 +31,7 @@ func TestAMXBF16Emulated(t *testing.T) {
 	case !hasImpl("avx512vnni") || !cpu.X86.HasAVX512BF16 || !cpu.X86.HasAVX512DQ:
 		t.Skip("the packing of the BF16 tiles needs AVX512_BF16 (and DQ)")
 	}
-	run := func(pattern string) (string, amxemu.Stats) {
-		cmd := exec.Command(os.Args[0], "-test.run="+pattern, "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), amxChildEnv+"=1")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		st, err := amxemu.Run(cmd)
-		if err != nil {
-			t.Fatalf("child %s under the AMX emulator: %v\n%s", pattern, err, out.String())
-		}
-		return out.String(), st
-	}
+	run := func(pattern string) (string, amxemu.Stats) { return runEmulated(t, pattern) }
 	out, st := run("^TestAMXBF16Model$")
 	if !strings.Contains(out, "--- PASS: TestAMXBF16Model") {
 		t.Fatalf("TestAMXBF16Model did not pass under the emulator:\n%s", out)

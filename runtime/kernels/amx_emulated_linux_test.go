@@ -30,17 +30,7 @@ func TestAMXEmulated(t *testing.T) {
 	case !hasImpl("avx512vnni"):
 		t.Skip("the AMX kernel's float part needs AVX-512")
 	}
-	run := func(pattern string) (string, amxemu.Stats) {
-		cmd := exec.Command(os.Args[0], "-test.run="+pattern, "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), amxChildEnv+"=1")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		st, err := amxemu.Run(cmd)
-		if err != nil {
-			t.Fatalf("child %s under the AMX emulator: %v\n%s", pattern, err, out.String())
-		}
-		return out.String(), st
-	}
+	run := func(pattern string) (string, amxemu.Stats) { return runEmulated(t, pattern) }
 	out, st := run("^TestAMXProducts$")
 	if !strings.Contains(out, "--- PASS: TestAMXProducts") {
 		t.Fatalf("TestAMXProducts did not pass under the emulator:\n%s", out)
@@ -79,4 +69,19 @@ func TestAMXEmulated(t *testing.T) {
 		t.Fatalf("group tile tests executed no TDPBUSD or TDPBSSD: %v", st.Counts)
 	}
 	t.Logf("TestAMXGroupProducts, TestAMXGroupSelfCheck: %v", st.Counts)
+}
+
+// runEmulated runs this test binary's tests matching pattern in a child under the AMX
+// emulator and returns the child's output and what the emulator executed.
+func runEmulated(t *testing.T, pattern string) (string, amxemu.Stats) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run="+pattern, "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), amxChildEnv+"=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	st, err := amxemu.Run(cmd)
+	if err != nil {
+		t.Fatalf("child %s under the AMX emulator: %v\n%s", pattern, err, out.String())
+	}
+	return out.String(), st
 }
