@@ -23,6 +23,11 @@ type ParamOptions struct {
 	// BiasBits is the width of the symmetric per-tensor encodings of biases (0: 32, as QNN
 	// converters expect).
 	BiasBits int
+	// LPBQBlock, when set, gives the linear layers' matrices whose rows are a whole number of
+	// such blocks Qualcomm's LPBQ encoding instead (int4 codes, 8-bit decompressed: the
+	// weights gquant convert's w4a16-qnn and w4a8-qnn write, quantize.EncodeLPBQ); the other
+	// matrices (the embedding, the output, rows that fit no block) keep MatrixBits per channel.
+	LPBQBlock int
 }
 
 // ParamEncodings returns an encoding for every weight of the model at path (a HuggingFace
@@ -77,6 +82,10 @@ func ParamEncodings(path string, spec *arch.Spec, o ParamOptions) ([]encodings.E
 		switch t.Ref.Role {
 		case arch.AttnQBias, arch.AttnKBias, arch.AttnVBias:
 			vecBits = o.BiasBits
+		}
+		if o.LPBQBlock > 0 && cols > 0 && cols%o.LPBQBlock == 0 && t.Ref.Role.IsLinear() && name != outputWeight {
+			out = append(out, lpbqEncoding(name, buf, rows, cols, o.LPBQBlock))
+			continue
 		}
 		out = append(out, weightEncoding(name, buf, rows, cols, o.MatrixBits, vecBits))
 	}

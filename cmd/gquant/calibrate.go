@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/schollz/progressbar/v3"
@@ -27,22 +28,26 @@ type calibrateOptions struct {
 	seed                                   uint64
 	hessian, processOutput, w8a16, force   bool
 	hessianMem                             string
-	rangeMode, encVersion                  string
+	rangeMode, encVersion, scheme          string
 	percentile                             float64
 }
 
 func newCalibrateCmd(g *globals) *cobra.Command {
 	o := &calibrateOptions{}
 	cmd := &cobra.Command{
-		Use:   "calibrate MODEL_DIR --corpus FILE (-o STATS | --imatrix OUT.gguf | --w8a16 --encodings OUT.json)",
-		Short: "Collect activation statistics (imatrix, Hessians, ranges) and w8a16 encodings",
+		Use:   "calibrate MODEL_DIR --corpus FILE (-o STATS | --imatrix OUT.gguf | (--w8a16 | --scheme QNN_SCHEME) --encodings OUT.json)",
+		Short: "Collect activation statistics (imatrix, Hessians, ranges) and QNN encodings (w8a16, w4a16-qnn, w4a8-qnn)",
 		Long: "calibrate runs MODEL_DIR (a HuggingFace folder or a GGUF file) over a text corpus, cut into\n" +
 			"chunks of --ctx tokens as llama-imatrix does, and records per linear layer input Σx², Σx,\n" +
 			"max|x| and the row count (with --hessian also XᵀX), and per activation tensor of the graph\n" +
 			"its min, max and histogram. -o writes them as a gquant statistics file (GGUF); --imatrix\n" +
-			"as llama.cpp's GGUF imatrix (llama-quantize --imatrix reads it). --w8a16 --encodings writes\n" +
-			"AIMET encodings JSON for Qualcomm QNN: 16-bit asymmetric activation encodings (range set by\n" +
-			"--range) and 8-bit symmetric per-channel weight encodings. --stats reuses statistics from a\n" +
+			"as llama.cpp's GGUF imatrix (llama-quantize --imatrix reads it). --scheme S --encodings writes\n" +
+			"AIMET encodings JSON for Qualcomm QNN scheme S: an asymmetric per-tensor encoding of every\n" +
+			"activation of the graph (range set by --range) and the weight encodings: w8a16 (--w8a16):\n" +
+			"16-bit activations, 8-bit symmetric per-channel weights; w4a16-qnn (also w4a16-lpbq):\n" +
+			"16-bit activations, int4 LPBQ weights in blocks of 64 (the embedding, the output and rows\n" +
+			"that fit no block 8-bit per channel); w4a8-qnn: the same weights, 8-bit activations.\n" +
+			"gquant convert --format gqf --scheme S --encodings takes the file. --stats reuses statistics from a\n" +
 			"file (gquant's, or llama.cpp's imatrix) instead of running the model. --shard I/N evaluates\n" +
 			"the I-th of N disjoint parts of the chunks (the same chunks whatever the shard); gquant stats\n" +
 			"merge adds the parts' statistics up to those of one run, bit for bit.",
@@ -62,8 +67,9 @@ func newCalibrateCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.hessian, "hessian", false, "also collect the Hessian XᵀX of every linear layer input (for GPTQ)")
 	f.StringVar(&o.hessianMem, "hessian-mem", "4G", "memory for Hessians at once with -o; more passes over the corpus when they do not fit")
 	f.IntVar(&o.threads, "threads", 0, "worker threads (0: one per CPU)")
-	f.BoolVar(&o.w8a16, "w8a16", false, "compute QNN w8a16 encodings (needs --encodings)")
-	f.StringVar(&o.encodings, "encodings", "", "write AIMET encodings JSON (with --w8a16)")
+	f.BoolVar(&o.w8a16, "w8a16", false, "compute QNN w8a16 encodings (--scheme w8a16; needs --encodings)")
+	f.StringVar(&o.scheme, "scheme", "", "compute the encodings of this QNN scheme: "+strings.Join(calibrate.QNNSchemes(), ", ")+" (needs --encodings)")
+	f.StringVar(&o.encodings, "encodings", "", "write AIMET encodings JSON (with --w8a16 or --scheme)")
 	f.StringVar(&o.rangeMode, "range", string(quantize.RangeSQNR), "activation range setting: minmax, percentile or sqnr")
 	f.Float64Var(&o.percentile, "percentile", quantize.DefaultPercentile, "percentile for --range percentile")
 	f.StringVar(&o.encVersion, "encodings-version", encodings.V1, "AIMET encodings version: 1.0.0 or 0.6.1")
@@ -77,11 +83,15 @@ func newCalibrateCmd(g *globals) *cobra.Command {
 func (o *calibrateOptions) checkUsage() error {
 	switch {
 	case o.out == "" && o.imatrix == "" && o.encodings == "":
-		return usageErr("calibrate: nothing to write: give -o STATS, --imatrix OUT.gguf or --w8a16 --encodings OUT.json")
-	case o.encodings != "" && !o.w8a16:
-		return usageErr("calibrate: --encodings needs --w8a16")
+		return usageErr("calibrate: nothing to write: give -o STATS, --imatrix OUT.gguf or --w8a16 (--scheme QNN_SCHEME) --encodings OUT.json")
+	case o.w8a16 && o.scheme != "" && o.scheme != "w8a16":
+		return usageErr("calibrate: --w8a16 and --scheme %s name two schemes", o.scheme)
+	case o.encodings != "" && !o.w8a16 && o.scheme == "":
+		return usageErr("calibrate: --encodings needs --w8a16 or --scheme QNN_SCHEME")
 	case o.w8a16 && o.encodings == "":
 		return usageErr("calibrate: --w8a16 needs --encodings OUT.json")
+	case o.scheme != "" && o.encodings == "":
+		return usageErr("calibrate: --scheme needs --encodings OUT.json")
 	case o.corpus == "" && o.stats == "":
 		return usageErr("calibrate: --corpus FILE is required")
 	case o.corpus != "" && o.stats != "":
@@ -96,6 +106,11 @@ func (o *calibrateOptions) checkUsage() error {
 		return usageErr("calibrate: --shard needs a run over a corpus, not --stats")
 	case o.encVersion != encodings.V1 && o.encVersion != encodings.V061:
 		return usageErr("calibrate: --encodings-version: %q is not %s or %s", o.encVersion, encodings.V1, encodings.V061)
+	}
+	if o.scheme != "" {
+		if _, err := calibrate.QNNSchemeByName(o.scheme); err != nil {
+			return usageErr("calibrate: --%v", err)
+		}
 	}
 	if _, err := (quantize.RangeOptions{Mode: quantize.RangeMode(o.rangeMode), Percentile: o.percentile}).Normalize(); err != nil {
 		return usageErr("calibrate: --%v", err)
@@ -185,8 +200,11 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 	}
 
 	var set *encodings.File
-	if o.w8a16 {
-		set, err = calibrate.W8A16(st, model, spec, quantize.RangeOptions{
+	if o.w8a16 && o.scheme == "" {
+		o.scheme = "w8a16"
+	}
+	if o.scheme != "" {
+		set, err = calibrate.QNN(st, model, spec, o.scheme, quantize.RangeOptions{
 			Mode: quantize.RangeMode(o.rangeMode), Percentile: o.percentile,
 		})
 		if err != nil {

@@ -53,7 +53,13 @@ func newConvertCmd(g *globals) *cobra.Command {
 		Short: "Convert a HuggingFace checkpoint to GGUF or gqf",
 		Long: "Convert reads a HuggingFace model folder (config.json, tokenizer.json, *.safetensors), plans every\n" +
 			"output tensor (name, transform, encoding, fallbacks), and streams the weights into a GGUF file.\n" +
-			"Schemes: " + fmt.Sprint(convert.SchemeNames()),
+			"Schemes: " + fmt.Sprint(convert.SchemeNames()) + "\n\n" +
+			"--format gqf schemes (gquant's runtime; the QNN ones export to ONNX QDQ):\n" + gqfconv.SchemeHelp() +
+			"w4a16 and w4a8 are the CPU runtime's schemes (float activations; int8 linear inputs quantized\n" +
+			"per token at run time). w8a16, w4a16-qnn and w4a8-qnn are Qualcomm QNN's: every activation of\n" +
+			"the graph (the KV cache tensors included) gets a calibrated static encoding, from --encodings\n" +
+			"(gquant calibrate --scheme S --encodings, with the same scheme), --stats (gquant calibrate -o)\n" +
+			"or a calibration run of the converted weights on --corpus.",
 		Args: argsN(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runConvert(cmd, g, o, args[0]) },
 	}
@@ -61,7 +67,7 @@ func newConvertCmd(g *globals) *cobra.Command {
 	f.StringVarP(&o.out, "output", "o", "", "output file (.gguf; .gqf with --format gqf)")
 	f.StringVar(&o.scheme, "scheme", "f16", "quantization scheme")
 	f.StringVar(&o.format, "format", "gguf", "output format: gguf or gqf (gqf schemes: "+strings.Join(gqfconv.Schemes(), ", ")+")")
-	f.StringVar(&o.encodings, "encodings", "", "gqf: AIMET encodings JSON with the activation encodings (w8a16)")
+	f.StringVar(&o.encodings, "encodings", "", "gqf: AIMET encodings JSON with the activation encodings (w8a16, w4a16-qnn, w4a8-qnn: 16, 16 and 8 bits)")
 	f.StringVar(&o.corpus, "corpus", "", "calibration text: --method gptq without --stats runs it through the model one layer at a time (layer-sequential GPTQ); gqf: the activation encodings when --encodings is not given")
 	f.IntVar(&o.ctx, "ctx", 0, fmt.Sprintf("layer-sequential GPTQ: chunk length in tokens (0: %d, capped at the model's context)", calibrate.DefaultCtx))
 	f.IntVar(&o.tokens, "tokens", 0, "layer-sequential GPTQ: calibration tokens (0: every full chunk of the corpus)")
@@ -204,7 +210,7 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	return nil
 }
 
-// runConvertGQF writes gquant's own format (w4a16, w4a16-lpbq, w4a8, w8a16, f16).
+// runConvertGQF writes gquant's own format (gqfconv.Schemes).
 func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string) error {
 	opts := gqfconv.Options{
 		Scheme: o.scheme, Method: o.method, GroupSize: o.groupSize, Sym: o.sym, Keep: o.keep,

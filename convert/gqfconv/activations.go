@@ -33,7 +33,8 @@ const DefaultCalibWindows = 8
 
 // activationEncodings sets an encoding on every activation of the written file's graph and
 // says how they were obtained.
-func activationEncodings(w *gqf.Writer, graph *arch.Graph, low *arch.Lowered, inv *convert.Inventory, o Options, bits, threads int) (string, error) {
+// ef is the AIMET encodings file o.Encodings, read.
+func activationEncodings(w *gqf.Writer, graph *arch.Graph, low *arch.Lowered, inv *convert.Inventory, o Options, ef *encodings.File, bits, threads int) (string, error) {
 	g := low.Graph
 	members := map[string][]*gqf.Value{} // point → its activations
 	var points []string
@@ -49,11 +50,7 @@ func activationEncodings(w *gqf.Writer, graph *arch.Graph, low *arch.Lowered, in
 			a.Encoding = proto.Clone(e).(*gqf.Encoding)
 		}
 	}
-	if o.Encodings != "" {
-		ef, err := encodings.Read(o.Encodings)
-		if err != nil {
-			return "", err
-		}
+	if ef != nil {
 		var missing, conflict []string
 		for _, pt := range points {
 			var chosen *gqf.Encoding
@@ -63,7 +60,7 @@ func activationEncodings(w *gqf.Writer, graph *arch.Graph, low *arch.Lowered, in
 				if !ok {
 					continue
 				}
-				enc, err := fromAIMET(e)
+				enc, err := fromAIMET(e, bits)
 				if err != nil {
 					return "", fmt.Errorf("%s: %s: %v", o.Encodings, a.Name, err)
 				}
@@ -235,10 +232,14 @@ func rangeEncoding(name string, a *stats.ActStats, r quantize.RangeOptions) (*gq
 	return e, nil
 }
 
-// fromAIMET converts a per-tensor AIMET encoding to gqf's.
-func fromAIMET(e *encodings.Encoding) (*gqf.Encoding, error) {
+// fromAIMET converts a per-tensor AIMET encoding to gqf's; its width must be the scheme's
+// (bits): a file calibrated for another activation width is refused, not mixed in.
+func fromAIMET(e *encodings.Encoding, bits int) (*gqf.Encoding, error) {
 	if e.Dtype != encodings.Int || e.Type != encodings.PerTensor {
 		return nil, fmt.Errorf("%s %s encodings are not supported for activations (want INT PER_TENSOR)", e.Dtype, e.Type)
+	}
+	if e.Bitwidth != bits {
+		return nil, fmt.Errorf("bw %d, but the scheme's activations are %d-bit (gquant calibrate --scheme writes the encodings of a scheme)", e.Bitwidth, bits)
 	}
 	dt := gqf.DataType_UINT16
 	if e.Bitwidth <= 8 {

@@ -1,5 +1,5 @@
 // Package gqfconv is the gqf sink of the conversion pipeline (package convert): gquant's own
-// schemes (w4a16, w4a16-lpbq, w4a8, w8a16, f16), their per-tensor encodings (the plan's
+// schemes (w4a16, w4a16-qnn = w4a16-lpbq, w4a8, w4a8-qnn, w8a16, f16), their per-tensor encodings (the plan's
 // policy) and encoders, the decoder graph the file records (runtime/arch's Lower), and the
 // activation encodings of the QNN schemes (from AIMET encodings, calibration statistics, or a
 // calibration run of the converted file on a corpus). The file is streamed: weights written in
@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/convert"
+	"github.com/gquant/gquant/formats/encodings"
 	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/internal/atomicfile"
@@ -25,7 +27,10 @@ import (
 
 // Options are the inputs of a conversion to gqf besides the folder and the output path.
 type Options struct {
-	// Scheme is "w4a16", "w4a16-lpbq", "w4a8", "w8a16" or "f16" (see Schemes).
+	// Scheme is "w4a16", "w4a16-qnn" (also named "w4a16-lpbq"), "w4a8", "w4a8-qnn", "w8a16"
+	// or "f16" (see Schemes): the -qnn schemes and w8a16 are Qualcomm QNN's, with calibrated
+	// static activation encodings; w4a16 and w4a8 are the CPU runtime's (float activations,
+	// or int8 linear inputs quantized per token at run time).
 	Scheme string
 	// Method rounds the weights of the linear layers: "rtn" (min-max), "imatrix"
 	// (importance-weighted range search from Stats' Σx²), "gptq" (needs Hessians in Stats) or
@@ -48,7 +53,7 @@ type Options struct {
 	// (int8 per channel) in the 4-bit schemes; "" keeps token_embd and output, as peers do;
 	// "none" keeps nothing.
 	Keep string
-	// Range sets the activation ranges taken from statistics (w8a16, w4a16-lpbq): minmax,
+	// Range sets the activation ranges taken from statistics (the QNN schemes): minmax,
 	// percentile or sqnr (the default).
 	Range quantize.RangeOptions
 	// Smooth is SmoothQuant's migration strength α for w4a8 (0: none): input channels of the
@@ -63,10 +68,12 @@ type Options struct {
 	Threads int
 	// MaxLen is the graph's fixed sequence length (0: the model's context, at most 128).
 	MaxLen int
-	// BlockSize is the LPBQ block of w4a16-lpbq (0: 64).
+	// BlockSize is the LPBQ block of w4a16-qnn and w4a8-qnn (0: 64).
 	BlockSize int
 	// Encodings is an AIMET encodings JSON (1.0.0 or 0.6.1) with an encoding for every
-	// activation of the graph (by its name, or by the name of the point it belongs to).
+	// activation of the graph (by its name, or by the name of the point it belongs to), of the
+	// scheme's width (gquant calibrate --scheme writes one); the graph's attention mask is the
+	// one those encodings were made for (calibrate.EncodingsMask, from the kq_scaled ranges).
 	// Without it, activation encodings come from Stats and, for the points the statistics
 	// lack, from a calibration run of the converted weights on Corpus (the others are left in
 	// float when there is no corpus).
@@ -100,12 +107,16 @@ type scheme struct {
 var schemes = []scheme{
 	{name: "w4a16", manifest: "w4a16", linear: "int4", kept: "int8",
 		doc: "int4 groups (asymmetric, fp16 scale, uint8 zero; --sym: symmetric), float activations"},
+	{name: "w4a16-qnn", manifest: "w4a16", linear: "lpbq4", kept: "int8", actBits: 16,
+		doc: "QNN w4a16: int4 LPBQ weights (Qualcomm), uint16 static activation encodings"},
 	{name: "w4a16-lpbq", manifest: "w4a16", linear: "lpbq4", kept: "int8", actBits: 16,
-		doc: "int4 LPBQ (Qualcomm), uint16 activations"},
+		doc: "the same as w4a16-qnn (its first name)"},
 	{name: "w4a8", manifest: "w4a8", linear: "int4", kept: "int8", dynamic: true, sym: true,
 		doc: "symmetric int4 groups, linear inputs int8 per token at run time"},
+	{name: "w4a8-qnn", manifest: "w4a8", linear: "lpbq4", kept: "int8", actBits: 8,
+		doc: "QNN w4a8: int4 LPBQ weights, uint8 static activation encodings"},
 	{name: "w8a16", manifest: "w8a16", linear: "int8", kept: "int8", actBits: 16,
-		doc: "int8 per-channel weights, uint16 static activation encodings"},
+		doc: "QNN w8a16: int8 per-channel weights, uint16 static activation encodings"},
 	{name: "f16", manifest: "f16", linear: "f16", kept: "f16", doc: "fp16 weights"},
 }
 
@@ -116,6 +127,23 @@ func Schemes() []string {
 		out = append(out, s.name)
 	}
 	return out
+}
+
+// SchemeHelp describes the gqf schemes, one "name: description" line each.
+func SchemeHelp() string {
+	var b strings.Builder
+	for _, s := range schemes {
+		fmt.Fprintf(&b, "  %-11s %s\n", s.name, s.doc)
+	}
+	return b.String()
+}
+
+// ActivationBits is the width of a gqf scheme's static activation encodings (16 for w8a16,
+// w4a16-qnn and w4a16-lpbq, 8 for w4a8-qnn), 0 for the schemes with float (or run-time int8)
+// activations; an unknown scheme is an error.
+func ActivationBits(name string) (int, error) {
+	s, err := schemeByName(name)
+	return s.actBits, err
 }
 
 func schemeByName(name string) (scheme, error) {
@@ -164,7 +192,17 @@ func Convert(dir, out string, o Options) (*convert.Plan, error) {
 		L = 128
 	}
 	graph := arch.ModelGraph(inv.Spec)
-	if sch.actBits > 0 && o.Encodings == "" {
+	var ef *encodings.File
+	switch {
+	case sch.actBits > 0 && o.Encodings != "" && !o.DryRun:
+		// The mask the encodings were made for (calibrate.QNN encodes kq_masked for it).
+		if ef, err = encodings.Read(o.Encodings); err != nil {
+			return nil, err
+		}
+		if m, ok := calibrate.EncodingsMask(ef, inv.Spec); ok {
+			graph.Mask = m
+		}
+	case sch.actBits > 0 && o.Encodings == "":
 		if lo, hi, ok := scoreRange(o.Stats, inv.Spec); ok {
 			graph.Mask = arch.MaskFor(lo, hi)
 		}
@@ -232,7 +270,7 @@ func Convert(dir, out string, o Options) (*convert.Plan, error) {
 		}
 	}
 	if sch.actBits > 0 {
-		how, err := activationEncodings(w, graph, low, inv, o, sch.actBits, pol.threads)
+		how, err := activationEncodings(w, graph, low, inv, o, ef, sch.actBits, pol.threads)
 		if err != nil {
 			return nil, err
 		}
