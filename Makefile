@@ -1,7 +1,8 @@
 # gquant: the two commands of the README.
 #   make demo   the main job on the bundled model (stories260k): calibrate, convert to GGUF and to
 #               gqf (w8a16, for NPUs), verify every artifact against the bf16 checkpoint on
-#               held-out text (fails if too far), export ONNX QDQ and AIMET encodings
+#               held-out text (fails if too far), export ONNX QDQ, the NPU deployment graphs
+#               (prompt and token over a KV cache) and AIMET encodings
 #   make test   everything CI runs: vet, unit tests (asm and pure Go, GOAMD64 v1 and v3), the
 #               interop tests against stock llama.cpp (node-llama-cpp) and 100,000 executions
 #               of each fuzz target
@@ -44,7 +45,9 @@ demo: build
 		--stats $(OUT)/stats.gguf --corpus $(CALIB) --force
 	./bin/gquant verify $(OUT)/stories260k-w8a16.gqf --ref-logits $(OUT)/ref.kld --min-snr 35 \
 		--json $(OUT)/verify-w8a16.json --force
-	./bin/gquant export $(OUT)/stories260k-w8a16.gqf --to onnx -o $(OUT)/stories260k-w8a16.onnx --force
+	./bin/gquant export $(OUT)/stories260k-w8a16.gqf --to onnx --qdq -o $(OUT)/stories260k-w8a16.onnx --force
+	./bin/gquant export $(OUT)/stories260k-w8a16.gqf --to onnx-kv --qdq --ar 32 --ctx 256 --parts 2 \
+		-o $(OUT)/stories260k-w8a16-kv --force
 	./bin/gquant export $(OUT)/stories260k-w8a16.gqf --to aimet-json -o $(OUT)/stories260k-w8a16.encodings.json --force
 
 # Peers for the interop tests, pinned in testdata/interop/package.json. Only llama.cpp's CPU

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -141,17 +140,9 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, [2]float64, error)
 		}
 	}()
 	man := f.Manifest
-	fam, err := arch.ForHF(man.Config.GetHfArchitecture())
+	fam, spec, err := arch.SpecFromGQF(man)
 	if err != nil {
-		return nil, nil, [2]float64{}, fmt.Errorf("%s: config: %w", path, err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(man.Config.GetConfigJson(), &cfg); err != nil {
-		return nil, nil, [2]float64{}, fmt.Errorf("%s: config: %v", path, err)
-	}
-	spec, err := fam.SpecFromHF(cfg)
-	if err != nil {
-		return nil, nil, [2]float64{}, fmt.Errorf("%s: config: %w", path, err)
+		return nil, nil, [2]float64{}, fmt.Errorf("%s: %w", path, err)
 	}
 	stored := make([]arch.Stored, len(man.GetTensors()))
 	for i, t := range man.GetTensors() {

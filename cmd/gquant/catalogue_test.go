@@ -1041,6 +1041,26 @@ func catalogue() []catCase {
 			args: func(e *catEnv) []string {
 				return []string{"export", e.fx.gqf, "--to", "onnx", "--qdq", "-o", e.o("m.onnx")}
 			}},
+		catCase{name: "export/kv-ar-not-below-ctx", code: exitError, want: "f16.gqf: ctx: 32 must exceed ar 32 (the cache holds ctx−ar past positions)",
+			args: func(e *catEnv) []string {
+				return []string{"export", e.fx.gqf, "--to", "onnx-kv", "--ar", "32", "--ctx", "32", "-o", e.o("kv")}
+			}},
+		catCase{name: "export/kv-ctx-over-context", code: exitError, want: "f16.gqf: ctx: 100000 exceeds the model's context length",
+			args: func(e *catEnv) []string {
+				return []string{"export", e.fx.gqf, "--to", "onnx-kv", "--ar", "8", "--ctx", "100000", "-o", e.o("kv")}
+			}},
+		catCase{name: "export/kv-parts-over-layers", code: exitError, want: "f16.gqf: --parts 99: the model has 5 layers",
+			args: func(e *catEnv) []string {
+				return []string{"export", e.fx.gqf, "--to", "onnx-kv", "--ar", "8", "--ctx", "32", "--parts", "99", "-o", e.o("kv")}
+			}},
+		catCase{name: "export/kv-qdq-without-encodings", code: exitError, want: "f16.gqf: scheme f16 has float activations: there is no QDQ form",
+			args: func(e *catEnv) []string {
+				return []string{"export", e.fx.gqf, "--to", "onnx-kv", "--qdq", "--ar", "8", "--ctx", "32", "-o", e.o("kv")}
+			}},
+		catCase{name: "export/kv-aimet-ar-not-below-ctx", code: exitError, want: "f16.gqf: ctx: 8 must exceed ar 8",
+			args: func(e *catEnv) []string {
+				return []string{"export", e.fx.gqf, "--to", "aimet-json", "--ar", "8", "--ctx", "8", "-o", e.o("e.json")}
+			}},
 		catCase{name: "export/gqf/empty", code: exitError, want: "bad.gqf: header: 0 bytes, want at least 16 (truncated or not a gqf file)",
 			args: func(e *catEnv) []string {
 				return []string{"export", e.write("bad.gqf", nil), "--to", "onnx", "-o", e.o("m.onnx")}
@@ -1555,8 +1575,20 @@ func catalogue() []catCase {
 		usage("export/to-unknown", `export: --to "tflite"`, func(e *catEnv) []string {
 			return []string{"export", e.fx.gqf, "--to", "tflite", "-o", e.o("m.tflite")}
 		}),
-		usage("export/qdq-aimet", "export: --qdq applies to --to onnx only", func(e *catEnv) []string {
+		usage("export/qdq-aimet", "export: --qdq applies to --to onnx and onnx-kv", func(e *catEnv) []string {
 			return []string{"export", e.fx.gqf, "--to", "aimet-json", "--qdq", "-o", e.o("m.json")}
+		}),
+		usage("export/kv-flags-onnx", "export: --ar, --ctx and --parts apply to --to onnx-kv", func(e *catEnv) []string {
+			return []string{"export", e.fx.gqf, "--to", "onnx", "--ar", "8", "-o", e.o("m.onnx")}
+		}),
+		usage("export/parts-aimet", "export: --parts applies to --to onnx-kv", func(e *catEnv) []string {
+			return []string{"export", e.fx.gqf, "--to", "aimet-json", "--parts", "2", "-o", e.o("m.json")}
+		}),
+		usage("export/kv-parts-zero", "export: --parts 0: want at least 1", func(e *catEnv) []string {
+			return []string{"export", e.fx.gqf, "--to", "onnx-kv", "--parts", "0", "-o", e.o("kv")}
+		}),
+		usage("export/kv-ar-negative", "export: --ar and --ctx must be positive", func(e *catEnv) []string {
+			return []string{"export", e.fx.gqf, "--to", "onnx-kv", "--ar", "-1", "-o", e.o("kv")}
 		}),
 		usage("export/missing-output", "export: -o OUT is required", func(e *catEnv) []string {
 			return []string{"export", e.fx.gqf, "--to", "onnx"}

@@ -54,18 +54,26 @@ func (e *exporter) aimetParam(name string, t *gqf.Tensor) encodings.Encoding {
 	return out
 }
 
-// quantizerArgs summarises the scheme for AIMET's quantizer_args.
+// quantizerArgs summarises the scheme for AIMET's quantizer_args: the weights' width from
+// the scheme, the activations' from their encodings (w4a8-qnn's 8 bits, the CPU w4a8's float
+// activations 16-bit float).
 func quantizerArgs(m *gqf.Manifest) *encodings.QuantizerArgs {
 	q := &encodings.QuantizerArgs{Dtype: "int", IsSymmetric: true, PerChannelQuantization: true, QuantScheme: "post_training_tf"}
 	switch m.Scheme {
-	case "w4a16":
-		q.ParamBitwidth, q.ActivationBitwidth = 4, 16
-	case "w4a8":
-		q.ParamBitwidth, q.ActivationBitwidth = 4, 8
+	case "w4a16", "w4a8":
+		q.ParamBitwidth = 4
 	case "w8a16":
-		q.ParamBitwidth, q.ActivationBitwidth = 8, 16
+		q.ParamBitwidth = 8
 	default:
 		q.Dtype, q.ParamBitwidth, q.ActivationBitwidth = "float", 16, 16
+		return q
+	}
+	q.ActivationBitwidth = 16
+	for _, a := range m.GetGraph().GetActivations() {
+		if a.Encoding != nil {
+			q.ActivationBitwidth = int(a.Encoding.Bits)
+			break
+		}
 	}
 	return q
 }

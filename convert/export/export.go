@@ -1,24 +1,30 @@
-// Package export turns a gqf file into what Qualcomm's and ONNX Runtime's tools take: the
-// decoder as an ONNX model (opset 21; float, or QDQ with QuantizeLinear/DequantizeLinear
-// around every activation and quantized weights) and an AIMET encodings JSON keyed by the
-// tensor names of the float ONNX model.
+// Package export turns a gqf file into what Qualcomm's and ONNX Runtime's tools take, in
+// standard ONNX ops (opset 21; RmsNorm written out as Pow, ReduceMean, Add, Sqrt, Reciprocal
+// and Mul), float or QDQ (QuantizeLinear/DequantizeLinear around every activation, quantized
+// weights as integer codes behind DequantizeLinear):
 //
-// The ONNX model has one input, input_ids (int64 [batch, max_len]), and one output, logits
-// (float32 [batch, max_len, vocab]); no KV cache. Positions are causal, so a shorter prompt
-// can be padded at the end and the logits of its own positions read. Node outputs keep the
-// gqf graph's activation names; weights keep their gqf names (a FullyConnected weight is
-// stored transposed, [in, out], for MatMul; a tied output weight is a second initializer,
-// output.weight). QNN's RmsNorm is written as SimplifiedLayerNormalization, which ONNX
-// Runtime implements and its QNN provider maps to RmsNorm.
+//   - ONNX: the file's own graph, input_ids (int64 [batch, max_len]) → logits (float32
+//     [batch, max_len, vocab]), no KV cache. Positions are causal, so a shorter prompt can be
+//     padded at the end and the logits of its own positions read. Weights over 1 GiB go to an
+//     external data file.
+//   - WriteKV: the deployment graphs over a KV cache (runtime/arch's LowerKV; prompt and
+//     token, optionally in parts), weights in external data, metadata.json (kv.go).
+//   - AIMET encodings JSON keyed by the tensor names of either.
+//
+// Node outputs keep the graph's activation names; weights keep their gqf names (a
+// FullyConnected weight is stored transposed, [in, out], for MatMul; a tied output weight is
+// a second initializer, output.weight).
 package export
 
 import (
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/gquant/gquant/formats/encodings"
 	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/formats/onnx"
+	"github.com/gquant/gquant/runtime/arch"
 )
 
 // Options tune the ONNX export.
@@ -41,11 +47,21 @@ const (
 	useGather              // Gather table
 )
 
-// param is one initializer of the exported model made from a gqf tensor.
+// param is one initializer of the exported model: a gqf tensor, or a constant of the
+// exported graph's lowering (c).
 type param struct {
 	name string
 	t    *gqf.Tensor
+	c    *arch.Const
 	use  usage
+}
+
+// key is the name the graph's nodes read the parameter by.
+func (p param) key() string {
+	if p.c != nil {
+		return p.c.Name
+	}
+	return p.t.Name
 }
 
 // exporter builds the ONNX graph and the matching encodings.
@@ -56,11 +72,47 @@ type exporter struct {
 	enc    *encodings.File
 	params map[string]map[usage]string // tensor name → usage → initializer name
 	acts   map[string]*gqf.Value
+	// src is the graph translated: the file's own, or its deployment form.
+	src *source
+	// ext, when set, takes the data of large initializers into an external data file.
+	ext *onnx.External
+}
+
+// source is a graph to export: the gqf file's own graph (its constants stored in the file,
+// a symbolic batch dimension), or a deployment form from runtime/arch's LowerKV (constants
+// from the lowering, every activation with its point's encoding, static shapes).
+type source struct {
+	g      *gqf.Graph
+	consts map[string]arch.Const
+	static bool
+}
+
+// stored returns the gqf tensor a node input names, if it is a stored tensor of the source:
+// the weights, and, for the file's own graph, its constants.
+func (e *exporter) stored(name string) (*gqf.Tensor, bool) {
+	t, ok := e.f.Tensor(name)
+	if !ok || (e.src.consts != nil && t.Role == "constant") {
+		return nil, false
+	}
+	return t, true
+}
+
+// addInit adds an initializer, its data moved to the external data file when there is one.
+func (e *exporter) addInit(ts ...*onnx.TensorProto) error {
+	for _, t := range ts {
+		if e.ext != nil {
+			if err := e.ext.Place(t); err != nil {
+				return err
+			}
+		}
+		e.g.Initializer = append(e.g.Initializer, t)
+	}
+	return nil
 }
 
 // ONNX exports the decoder of f as an ONNX model.
 func ONNX(f *gqf.File, o Options) (*onnx.ModelProto, error) {
-	e, err := run(f, o.QDQ)
+	e, err := run(f, o.QDQ, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -72,21 +124,25 @@ func ONNX(f *gqf.File, o Options) (*onnx.ModelProto, error) {
 // the float ONNX export: an entry for every activation (node output) and every float
 // initializer.
 func AIMET(f *gqf.File) (*encodings.File, error) {
-	e, err := run(f, false)
+	e, err := run(f, false, nil, onnx.NewExternal(io.Discard, "-")) // the weights' data is not kept
 	if err != nil {
 		return nil, err
 	}
 	return e.enc, nil
 }
 
-// run builds the export.
-func run(f *gqf.File, qdq bool) (*exporter, error) {
-	g := f.Manifest.Graph
-	if g == nil {
-		return nil, fmt.Errorf("%s: graph: missing", f.Path)
+// run builds the export of src (nil: the file's own graph), the data of large initializers
+// going to ext when it is not nil.
+func run(f *gqf.File, qdq bool, src *source, ext *onnx.External) (*exporter, error) {
+	if src == nil {
+		if f.Manifest.Graph == nil {
+			return nil, fmt.Errorf("%s: graph: missing", f.Path)
+		}
+		src = &source{g: f.Manifest.Graph}
 	}
+	g := src.g
 	e := &exporter{f: f, qdq: qdq, g: &onnx.GraphProto{}, enc: &encodings.File{Version: encodings.V1},
-		params: map[string]map[usage]string{}, acts: map[string]*gqf.Value{}}
+		params: map[string]map[usage]string{}, acts: map[string]*gqf.Value{}, src: src, ext: ext}
 	quantized := false
 	for _, a := range g.Activations {
 		e.acts[a.Name] = a
@@ -103,12 +159,25 @@ func run(f *gqf.File, qdq bool) (*exporter, error) {
 	if err := e.initializers(g); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	for _, in := range g.Inputs {
-		dims := []any{"batch"}
-		for _, d := range in.Shape[1:] {
-			dims = append(dims, d)
+	dims := func(shape []int64) []any {
+		var out []any
+		for i, d := range shape {
+			if i == 0 && !src.static {
+				out = append(out, "batch")
+				continue
+			}
+			out = append(out, d)
 		}
-		e.g.Input = append(e.g.Input, onnx.ValueInfo(in.Name, onnxType(in.Dtype), dims...))
+		return out
+	}
+	for _, in := range g.Inputs {
+		e.g.Input = append(e.g.Input, onnx.ValueInfo(in.Name, onnxType(in.Dtype), dims(in.Shape)...))
+		if in.Encoding != nil && qdq {
+			e.acts[in.Name] = in
+			if err := e.qdqPair(in.Name, in.Name, in.Name+".dq", in.Encoding); err != nil {
+				return nil, fmt.Errorf("%s: graph: input %s: %w", f.Path, in.Name, err)
+			}
+		}
 	}
 	for _, nd := range g.Nodes {
 		if err := e.node(nd); err != nil {
@@ -117,11 +186,12 @@ func run(f *gqf.File, qdq bool) (*exporter, error) {
 	}
 	for _, out := range g.Outputs {
 		a := e.acts[out]
-		dims := []any{"batch"}
-		for _, d := range a.Shape[1:] {
-			dims = append(dims, d)
+		e.g.Output = append(e.g.Output, onnx.ValueInfo(out, onnx.TensorProto_FLOAT, dims(a.Shape)...))
+	}
+	for _, in := range g.Inputs {
+		if in.Dtype == gqf.DataType_F32 {
+			e.enc.Activations = append(e.enc.Activations, aimetActivation(in))
 		}
-		e.g.Output = append(e.g.Output, onnx.ValueInfo(out, onnx.TensorProto_FLOAT, dims...))
 	}
 	for _, a := range g.Activations {
 		e.enc.Activations = append(e.enc.Activations, aimetActivation(a))
@@ -131,14 +201,17 @@ func run(f *gqf.File, qdq bool) (*exporter, error) {
 }
 
 func onnxType(t gqf.DataType) onnx.TensorProto_DataType {
-	if t == gqf.DataType_INT64 {
+	switch t {
+	case gqf.DataType_INT64:
 		return onnx.TensorProto_INT64
+	case gqf.DataType_INT32:
+		return onnx.TensorProto_INT32
 	}
 	return onnx.TensorProto_FLOAT
 }
 
 // initializers emits one initializer (and, in QDQ form, its DequantizeLinear) per stored
-// tensor and way of use, in the order the nodes first read them.
+// tensor or constant and way of use, in the order the nodes first read them.
 func (e *exporter) initializers(g *gqf.Graph) error {
 	taken := map[string]bool{}
 	for _, t := range e.f.Manifest.Tensors {
@@ -148,46 +221,50 @@ func (e *exporter) initializers(g *gqf.Graph) error {
 	seen := map[string]map[usage]bool{}
 	for _, nd := range g.Nodes {
 		for i, in := range nd.Inputs {
-			t, ok := e.f.Tensor(in)
-			if !ok {
+			p := param{name: in}
+			if t, ok := e.stored(in); ok {
+				p.t = t
+			} else if c, ok := e.src.consts[in]; ok {
+				p.c = &c
+			} else {
 				continue
 			}
-			u := useOther
 			switch {
 			case nd.Op == "FullyConnected" && i == 1:
-				u = useFC
+				p.use = useFC
 			case nd.Op == "Gather" && i == 0:
-				u = useGather
+				p.use = useGather
 			}
 			if seen[in] == nil {
 				seen[in] = map[usage]bool{}
 			}
-			if seen[in][u] {
+			if seen[in][p.use] {
 				continue
 			}
-			seen[in][u] = true
-			list = append(list, param{name: in, t: t, use: u})
+			seen[in][p.use] = true
+			list = append(list, p)
 		}
 	}
 	// A tensor read two ways (the tied embedding: Gather table and output weight) gets a
 	// second initializer for the second way.
 	for i, p := range list {
-		if len(seen[p.t.Name]) > 1 && p.use == useFC {
+		if len(seen[p.key()]) > 1 && p.use == useFC {
 			name := "output.weight"
 			if taken[name] {
-				name = p.t.Name + ".fc"
+				name = p.key() + ".fc"
 			}
 			taken[name] = true
 			list[i].name = name
 		}
 	}
 	for _, p := range list {
-		if e.params[p.t.Name] == nil {
-			e.params[p.t.Name] = map[usage]string{}
+		k := p.key()
+		if e.params[k] == nil {
+			e.params[k] = map[usage]string{}
 		}
-		e.params[p.t.Name][p.use] = p.name
+		e.params[k][p.use] = p.name
 		if err := e.param(p); err != nil {
-			return fmt.Errorf("%s: %w", p.t.Name, err)
+			return fmt.Errorf("%s: %w", k, err)
 		}
 	}
 	return nil
@@ -195,12 +272,16 @@ func (e *exporter) initializers(g *gqf.Graph) error {
 
 // param emits one initializer.
 func (e *exporter) param(p param) error {
+	if c := p.c; c != nil {
+		if c.I != nil {
+			return e.addInit(onnx.Int64Tensor(p.name, c.Shape, c.I))
+		}
+		return e.floatParam(p.name, c.Shape, c.F)
+	}
 	t, enc := p.t, p.t.Encoding
 	dims := append([]int64(nil), t.Shape...)
 	if enc.Dtype == gqf.DataType_INT64 {
-		vals := int64s(e.f.Bytes(t.Data))
-		e.g.Initializer = append(e.g.Initializer, onnx.Int64Tensor(p.name, dims, vals))
-		return nil
+		return e.addInit(onnx.Int64Tensor(p.name, dims, int64s(e.f.Bytes(t.Data))))
 	}
 	vals, err := e.f.Decode(t)
 	if err != nil {
@@ -215,37 +296,39 @@ func (e *exporter) param(p param) error {
 		dims = []int64{dims[1], dims[0]}
 	}
 	if enc.Granularity == gqf.Granularity_FLOAT {
-		// Float parameters: uint16 per-tensor codes in QDQ form, as they are otherwise.
-		lo, hi := rangeOf(vals)
-		re := gqf.RangeEncoding(lo, hi, 16)
-		if !e.qdq {
-			e.g.Initializer = append(e.g.Initializer, onnx.FloatTensor(p.name, dims, vals))
-		} else {
-			codes := make([]uint16, len(vals))
-			s, off := float64(re.Scale[0]), float64(re.Offset[0])
-			for i, v := range vals {
-				codes[i] = uint16(max(0, min(65535, math.RoundToEven(float64(v)/s)-off)))
-			}
-			e.g.Initializer = append(e.g.Initializer,
-				onnx.Uint16Tensor(p.name+".q", dims, codes),
-				onnx.FloatTensor(p.name+".scale", nil, []float32{re.Scale[0]}),
-				onnx.Uint16Tensor(p.name+".zp", nil, []uint16{uint16(-re.Offset[0])}))
-			e.g.Node = append(e.g.Node, onnx.Node("DequantizeLinear", p.name+".dq", []string{p.name + ".q", p.name + ".scale", p.name + ".zp"}, []string{p.name}))
-		}
-		if e.quantizedScheme() {
-			e.enc.Params = append(e.enc.Params, encodings.Encoding{Name: p.name, Type: encodings.PerTensor, Dtype: encodings.Int,
-				Bitwidth: 16, Scale: re.Scale, Offset: re.Offset})
-		} else {
-			e.enc.Params = append(e.enc.Params, encodings.Encoding{Name: p.name, Type: encodings.PerTensor, Dtype: encodings.Float, Bitwidth: 16})
-		}
-		return nil
+		return e.floatParam(p.name, dims, vals)
 	}
 	e.enc.Params = append(e.enc.Params, e.aimetParam(p.name, t))
 	if !e.qdq {
-		e.g.Initializer = append(e.g.Initializer, onnx.FloatTensor(p.name, dims, vals))
-		return nil
+		return e.addInit(onnx.FloatTensor(p.name, dims, vals))
 	}
 	return e.dequantized(p, dims, transpose)
+}
+
+// floatParam emits a float parameter: as it is, or in QDQ form as uint16 per-tensor codes
+// behind a DequantizeLinear.
+func (e *exporter) floatParam(name string, dims []int64, vals []float32) error {
+	lo, hi := rangeOf(vals)
+	re := gqf.RangeEncoding(lo, hi, 16)
+	if e.quantizedScheme() {
+		e.enc.Params = append(e.enc.Params, encodings.Encoding{Name: name, Type: encodings.PerTensor, Dtype: encodings.Int,
+			Bitwidth: 16, Scale: re.Scale, Offset: re.Offset})
+	} else {
+		e.enc.Params = append(e.enc.Params, encodings.Encoding{Name: name, Type: encodings.PerTensor, Dtype: encodings.Float, Bitwidth: 16})
+	}
+	if !e.qdq {
+		return e.addInit(onnx.FloatTensor(name, dims, vals))
+	}
+	codes := make([]uint16, len(vals))
+	s, off := float64(re.Scale[0]), float64(re.Offset[0])
+	for i, v := range vals {
+		codes[i] = uint16(max(0, min(65535, math.RoundToEven(float64(v)/s)-off)))
+	}
+	e.g.Node = append(e.g.Node, onnx.Node("DequantizeLinear", name+".dq", []string{name + ".q", name + ".scale", name + ".zp"}, []string{name}))
+	return e.addInit(
+		onnx.Uint16Tensor(name+".q", dims, codes),
+		onnx.FloatTensor(name+".scale", nil, []float32{re.Scale[0]}),
+		onnx.Uint16Tensor(name+".zp", nil, []uint16{uint16(-re.Offset[0])}))
 }
 
 // dequantized emits a quantized weight as integer codes and a DequantizeLinear.
@@ -323,9 +406,13 @@ func (e *exporter) dequantized(p param, dims []int64, transpose bool) error {
 		q = onnx.Int4Tensor(p.name+".q", dims, b)
 	}
 	inputs := []string{p.name + ".q", p.name + ".scale"}
-	e.g.Initializer = append(e.g.Initializer, q, onnx.FloatTensor(p.name+".scale", sdims, scale))
+	if err := e.addInit(q, onnx.FloatTensor(p.name+".scale", sdims, scale)); err != nil {
+		return err
+	}
 	if zp != nil {
-		e.g.Initializer = append(e.g.Initializer, zp)
+		if err := e.addInit(zp); err != nil {
+			return err
+		}
 		inputs = append(inputs, p.name+".zp")
 	}
 	e.g.Node = append(e.g.Node, onnx.Node("DequantizeLinear", p.name+".dq", inputs, []string{p.name}, attrs...))

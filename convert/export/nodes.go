@@ -11,7 +11,7 @@ import (
 var onnxOps = map[string]string{
 	"FullyConnected":      "MatMul",
 	"MatMul":              "MatMul",
-	"RmsNorm":             "SimplifiedLayerNormalization",
+	"RmsNorm":             "Mul", // written out in standard ops: see rmsNorm
 	"ElementWiseMultiply": "Mul",
 	"ElementWiseAdd":      "Add",
 	"Softmax":             "Softmax",
@@ -87,32 +87,73 @@ func (e *exporter) node(nd *gqf.Node) error {
 	case "Transpose":
 		attrs = append(attrs, onnx.AttrInts("perm", get("perm").Ints...))
 	case "RmsNorm":
-		attrs = append(attrs, onnx.AttrInt("axis", -1), onnx.AttrFloat("epsilon", get("epsilon").F), onnx.AttrInt("stash_type", 1))
+		if err := e.rmsNorm(out, inputs, produced, get("epsilon").F); err != nil {
+			return err
+		}
 	case "Reshape":
 		shape := out + ".shape"
-		e.g.Initializer = append(e.g.Initializer, onnx.Int64Tensor(shape, []int64{int64(len(get("shape").Ints))}, get("shape").Ints))
+		if err := e.addInit(onnx.Int64Tensor(shape, []int64{int64(len(get("shape").Ints))}, get("shape").Ints)); err != nil {
+			return err
+		}
 		inputs = append(inputs, shape)
 	}
-	e.g.Node = append(e.g.Node, onnx.Node(op, out, inputs, []string{produced}, attrs...))
+	if nd.Op != "RmsNorm" {
+		e.g.Node = append(e.g.Node, onnx.Node(op, out, inputs, []string{produced}, attrs...))
+	}
 	if !quant {
 		return nil
-	}
-	enc := a.Encoding
-	scale, zp := out+".scale", out+".zp"
-	e.g.Initializer = append(e.g.Initializer, onnx.FloatTensor(scale, nil, []float32{enc.Scale[0]}))
-	if enc.Dtype == gqf.DataType_UINT8 {
-		e.g.Initializer = append(e.g.Initializer, onnx.Uint8Tensor(zp, nil, []uint8{uint8(-enc.Offset[0])}))
-	} else if enc.Dtype == gqf.DataType_UINT16 {
-		e.g.Initializer = append(e.g.Initializer, onnx.Uint16Tensor(zp, nil, []uint16{uint16(-enc.Offset[0])}))
-	} else {
-		return fmt.Errorf("activation %s: %v codes have no QDQ form (want UINT8 or UINT16)", out, enc.Dtype)
 	}
 	dq := out + ".dq"
 	if e.isGraphOutput(out) {
 		dq = out
 	}
+	return e.qdqPair(out, produced, dq, a.Encoding)
+}
+
+// qdqPair quantizes and dequantizes the value in (named name) with enc into out.
+func (e *exporter) qdqPair(name, in, out string, enc *gqf.Encoding) error {
+	scale, zp := name+".scale", name+".zp"
+	var zpt *onnx.TensorProto
+	switch enc.Dtype {
+	case gqf.DataType_UINT8:
+		zpt = onnx.Uint8Tensor(zp, nil, []uint8{uint8(-enc.Offset[0])})
+	case gqf.DataType_UINT16:
+		zpt = onnx.Uint16Tensor(zp, nil, []uint16{uint16(-enc.Offset[0])})
+	default:
+		return fmt.Errorf("activation %s: %v codes have no QDQ form (want UINT8 or UINT16)", name, enc.Dtype)
+	}
+	if err := e.addInit(onnx.FloatTensor(scale, nil, []float32{enc.Scale[0]}), zpt); err != nil {
+		return err
+	}
 	e.g.Node = append(e.g.Node,
-		onnx.Node("QuantizeLinear", out+".quantize", []string{produced, scale, zp}, []string{out + ".q"}),
-		onnx.Node("DequantizeLinear", out+".dequantize", []string{out + ".q", scale, zp}, []string{dq}))
+		onnx.Node("QuantizeLinear", name+".quantize", []string{in, scale, zp}, []string{name + ".q"}),
+		onnx.Node("DequantizeLinear", name+".dequantize", []string{name + ".q", scale, zp}, []string{out}))
 	return nil
 }
+
+// rmsNorm writes QNN's RmsNorm over the last axis in standard ONNX ops (opset 21 has no
+// RMSNormalization): weight · x · 1/sqrt(mean(x²) + eps), as Pow, ReduceMean, Add, Sqrt,
+// Reciprocal, Mul and Mul, in float32: the pattern Qualcomm's efficient-transformers exports
+// and onnxscript's rewriter fuses back into one RMS normalization. The intermediate tensors
+// are named after the output (rmsNormParts) and stay in float in QDQ form: QNN's RmsNorm is
+// one op, whose output alone carries an encoding.
+func (e *exporter) rmsNorm(out string, inputs []string, produced string, eps float32) error {
+	x, w := inputs[0], inputs[1]
+	t := func(part string) string { return out + "." + part }
+	if err := e.addInit(onnx.FloatTensor(t("two"), nil, []float32{2}), onnx.Int64Tensor(t("axes"), []int64{1}, []int64{-1}),
+		onnx.FloatTensor(t("eps"), nil, []float32{eps})); err != nil {
+		return err
+	}
+	e.g.Node = append(e.g.Node,
+		onnx.Node("Pow", t("sq"), []string{x, t("two")}, []string{t("sq")}),
+		onnx.Node("ReduceMean", t("ms"), []string{t("sq"), t("axes")}, []string{t("ms")}, onnx.AttrInt("keepdims", 1)),
+		onnx.Node("Add", t("var"), []string{t("ms"), t("eps")}, []string{t("var")}),
+		onnx.Node("Sqrt", t("rms"), []string{t("var")}, []string{t("rms")}),
+		onnx.Node("Reciprocal", t("inv"), []string{t("rms")}, []string{t("inv")}),
+		onnx.Node("Mul", t("x"), []string{x, t("inv")}, []string{t("x")}),
+		onnx.Node("Mul", out, []string{w, t("x")}, []string{produced}))
+	return nil
+}
+
+// rmsNormParts are the suffixes of the intermediate tensors of rmsNorm.
+var rmsNormParts = []string{"sq", "ms", "var", "rms", "inv", "x"}

@@ -64,7 +64,7 @@ func Create(path string) (*File, error) {
 		os.Remove(f.Name())
 		return nil, pathErr(path, err)
 	}
-	live.temps[f.Name()] = true
+	live.temps[f.Name()] = false
 	return &File{path: path, target: target, f: f}, nil
 }
 
@@ -80,7 +80,7 @@ func CreateScratch(dir, pattern string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	live.temps[f.Name()] = true
+	live.temps[f.Name()] = false
 	return f, nil
 }
 
@@ -134,8 +134,9 @@ func resolve(path string) (target string, fi fs.FileInfo, err error) {
 // it has committed, for Interrupt.
 var live = struct {
 	mu          sync.Mutex
-	temps       map[string]bool
+	temps       map[string]bool // name → is a folder
 	committed   []string
+	dirs        []string // committed folders
 	interrupted bool
 }{temps: map[string]bool{}}
 
@@ -148,14 +149,21 @@ func Interrupt() {
 	live.mu.Lock()
 	defer live.mu.Unlock()
 	live.interrupted = true
-	for name := range live.temps {
-		os.Remove(name)
+	for name, dir := range live.temps {
+		if dir {
+			os.RemoveAll(name)
+		} else {
+			os.Remove(name)
+		}
 	}
 	for _, name := range live.committed {
 		os.Remove(name)
 	}
+	for _, name := range live.dirs {
+		os.RemoveAll(name)
+	}
 	clear(live.temps)
-	live.committed = nil
+	live.committed, live.dirs = nil, nil
 }
 
 // Name returns the temporary file's name (for messages and tests; write through the File).

@@ -252,10 +252,25 @@ func TestInterrupt(t *testing.T) {
 	if err := WriteFile(filepath.Join(dir, "done.json"), []byte("x")); err != nil {
 		t.Fatal(err)
 	}
+	done, err := CreateDir(filepath.Join(dir, "done-dir"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := done.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	half, err := CreateDir(filepath.Join(dir, "half-dir"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(half.Path(), "x.onnx"), []byte("x"), Mode)
 	f := createWith(t, filepath.Join(dir, "half.gguf"), "part")
-	wantEntries(t, dir, filepath.Base(f.Name()), "done.json")
+	wantEntries(t, dir, filepath.Base(half.Path()), filepath.Base(f.Name()), "done-dir", "done.json")
 	Interrupt()
 	wantEntries(t, dir)
+	if err := half.Commit(); err == nil {
+		t.Errorf("Dir.Commit after Interrupt succeeded")
+	}
 	if err := f.Commit(); err == nil {
 		t.Errorf("Commit after Interrupt succeeded")
 	}

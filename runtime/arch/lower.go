@@ -95,10 +95,10 @@ const MaxGraphLen = 8192
 // Lower returns the primitive form of g over L positions, L in [1, min(the model's context
 // length, MaxGraphLen)]; another L is refused before anything is sized by it.
 func (g *Graph) Lower(L int) (*Lowered, error) {
-	s := g.Spec
-	if s.RopeScaling != nil && s.RopeScaling.Type == "yarn" {
-		return nil, fmt.Errorf("rope_scaling: yarn is not supported by the gqf graph")
+	if err := g.lowerable(); err != nil {
+		return nil, err
 	}
+	s := g.Spec
 	switch {
 	case L < 1:
 		return nil, fmt.Errorf("max_len: must be at least 1, got %d", L)
@@ -107,18 +107,40 @@ func (g *Graph) Lower(L int) (*Lowered, error) {
 	case L > MaxGraphLen:
 		return nil, fmt.Errorf("max_len: %d exceeds the longest graph gquant lowers, %d positions (attn.mask alone would take %d MiB)", L, MaxGraphLen, int64(L)*int64(L)*4>>20)
 	}
+	return g.lower(L, nil)
+}
+
+// lowerable refuses what the primitive graph cannot express.
+func (g *Graph) lowerable() error {
+	if sc := g.Spec.RopeScaling; sc != nil && sc.Type == "yarn" {
+		return fmt.Errorf("rope_scaling: yarn is not supported by the gqf graph")
+	}
+	return nil
+}
+
+// lower builds the primitive graph over L new positions: with no KV cache (kv nil) or, as
+// LowerKV describes, over a KV cache for the layers of one part.
+func (g *Graph) lower(L int, kv *KVOptions) (*Lowered, error) {
+	s := g.Spec
 	b := &lowerer{g: &gqf.Graph{Name: "decoder", MaxLen: uint32(L)}, shapes: map[string][]int64{}, point: map[string]string{}}
-	b.g.Inputs = []*gqf.Value{{Name: InputIDs, Dtype: gqf.DataType_INT64, Shape: []int64{1, int64(L)}}}
-	b.g.Outputs = []string{g.Output}
 	l64, hd := int64(L), int64(s.HeadDim)
 	eps := attrFloat("epsilon", float32(s.RMSEps))
-	consts := ropeConsts(s, L)
-	if s.Heads != s.KVHeads {
-		rep := make([]int64, s.Heads)
-		for h := range rep {
-			rep[h] = int64(h / (s.Heads / s.KVHeads))
+	var consts []Const
+	nodes := g.Nodes
+	if kv == nil {
+		b.g.Inputs = []*gqf.Value{{Name: InputIDs, Dtype: gqf.DataType_INT64, Shape: []int64{1, l64}}}
+		b.g.Outputs = []string{g.Output}
+		consts = ropeConsts(s, L)
+		if s.Heads != s.KVHeads {
+			rep := make([]int64, s.Heads)
+			for h := range rep {
+				rep[h] = int64(h / (s.Heads / s.KVHeads))
+			}
+			consts = append(consts, Const{Name: ConstKVRep, Shape: []int64{int64(s.Heads)}, I: rep})
 		}
-		consts = append(consts, Const{Name: ConstKVRep, Shape: []int64{int64(s.Heads)}, I: rep})
+	} else {
+		nodes = kv.nodes(g)
+		consts = b.kvInputs(g, kv, nodes)
 	}
 	// heads returns in as [1, L, heads, head_dim], reshaping a row-shaped value.
 	heads := func(in, name string, h int) string {
@@ -127,8 +149,8 @@ func (g *Graph) Lower(L int) (*Lowered, error) {
 		}
 		return b.move(gqf.OpReshape, name, in, []int64{1, l64, int64(h), hd}, []string{in}, attrInts("shape", 0, l64, int64(h), hd))
 	}
-	for i := range g.Nodes {
-		n := &g.Nodes[i]
+	for i := range nodes {
+		n := &nodes[i]
 		row := []int64{1, l64, int64(n.Dim)}
 		in := func(k int) string {
 			if n.Inputs[k] == TokensValue {
@@ -166,6 +188,10 @@ func (g *Graph) Lower(L int) (*Lowered, error) {
 			nh, nkv := int64(n.Heads), int64(n.KVHeads)
 			qh := heads(in(0), p+"q_heads", n.Heads)
 			kh := heads(in(1), p+"k_heads", n.KVHeads)
+			if kv != nil {
+				b.attentionKV(n, kv, qh, kh, heads(in(2), p+"v_heads", n.KVHeads))
+				break
+			}
 			qt := b.move(gqf.OpTranspose, p+"q_t", qh, []int64{1, nh, l64, hd}, []string{qh}, attrInts("perm", 0, 2, 1, 3))
 			kt := b.move(gqf.OpTranspose, p+"k_t", kh, []int64{1, nkv, hd, l64}, []string{kh}, attrInts("perm", 0, 2, 3, 1))
 			vh := heads(in(2), p+"v_heads", n.KVHeads)
@@ -193,6 +219,11 @@ func (g *Graph) Lower(L int) (*Lowered, error) {
 		default:
 			return nil, fmt.Errorf("graph: node %s: op %q has no primitive form", n.Name, n.Op)
 		}
+	}
+	if kv != nil {
+		b.kvOutputs(g, kv, nodes)
+		consts = append(consts, Const{Name: ConstScale, Shape: []int64{1}, F: []float32{AttentionScale(s)}})
+		return &Lowered{Graph: b.g, Consts: consts, Point: b.point}, nil
 	}
 	mask := make([]float32, L*L)
 	for i := 0; i < L; i++ {
