@@ -39,6 +39,8 @@ type Options struct {
 	// block by block from a calibration run through the already rounded blocks
 	// (calibrate.NewSequential), never all at once.
 	Sequence Sequence
+	// KV overrides metadata keys of the output (llama-quantize --override-kv).
+	KV []KVOverride
 }
 
 // Convert runs inventory → plan → execute for one HuggingFace folder into GGUF. With DryRun
@@ -55,6 +57,12 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 		return nil, err
 	}
 	defer inv.Close()
+	if inv.gg != nil && !o.DryRun {
+		// Every part of a split source is an input.
+		if err := atomicfile.CheckOutputs(o.Force, inv.SourceFiles(), out); err != nil {
+			return nil, err
+		}
+	}
 	method := o.Method
 	if method == "" {
 		method = MethodRTN
@@ -92,10 +100,10 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	if method != MethodRTN {
 		plan.Method = method
 	}
-	var st *stats.Stats
+	var st, imatrixStats *stats.Stats
 	switch {
 	case useImatrix && o.Imatrix == nil:
-		if o.Imatrix, err = LoadImportance(o.Stats, plan, inv.WeightsDigest()); err != nil {
+		if o.Imatrix, imatrixStats, err = LoadImportance(o.Stats, plan, inv.WeightsDigest()); err != nil {
 			return nil, err
 		}
 	case seq != nil:
@@ -145,6 +153,7 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	kvs = applyOverrides(kvs, o.KV, o.Stats, imatrixStats)
 	if err := writeGGUF(inv, plan, kvs, out, o); err != nil {
 		return nil, err
 	}

@@ -12,8 +12,11 @@ const quantizationVersion = 2
 
 // Metadata assembles every GGUF key of the output: the model's hyperparameters, general.*
 // and the tokenizer (padded by package tokenizer to the model's vocabulary size, as
-// convert_hf_to_gguf.py does).
+// convert_hf_to_gguf.py does); for a GGUF source, its own keys (ggufMetadata).
 func Metadata(inv *Inventory, p *Plan, name string) ([]gguf.KV, error) {
+	if inv.gg != nil {
+		return ggufMetadata(inv, p, name), nil
+	}
 	if name == "" {
 		name = filepath.Base(filepath.Clean(inv.Dir))
 	}

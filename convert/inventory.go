@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 
@@ -24,7 +25,22 @@ type Inventory struct {
 	Tokenizer    *tokenizer.Tokenizer
 
 	model *hf.Model
+	// gg is the source when it is a GGUF file (model is nil then): its tensors are in GGUF
+	// layout already, and its metadata is the output's (ggufMetadata).
+	gg    *gguf.SplitFile
 	names []string
+}
+
+// GGUFSource reports whether the model is a GGUF file (a requantization).
+func (inv *Inventory) GGUFSource() bool { return inv.gg != nil }
+
+// sourceName is the name of a model tensor in the source: its HF name, or for a GGUF source
+// its GGUF name.
+func (inv *Inventory) sourceName(t arch.Tensor) string {
+	if inv.gg != nil {
+		return t.Ref.GGUFName()
+	}
+	return t.HFName
 }
 
 // InventoryOptions are the choices that affect reading the folder.
@@ -32,8 +48,12 @@ type InventoryOptions struct {
 	Pre string // tokenizer.ggml.pre override
 }
 
-// Open builds the inventory of a HuggingFace model folder.
+// Open builds the inventory of a HuggingFace model folder, or of a GGUF file (one file or
+// the first part of a split model) of F32, F16 or BF16 weights, as llama-quantize takes.
 func Open(dir string, opts InventoryOptions) (*Inventory, error) {
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().IsRegular() {
+		return openGGUF(dir, opts)
+	}
 	m, err := hf.Open(dir)
 	if err != nil {
 		return nil, err
@@ -89,22 +109,51 @@ func Open(dir string, opts InventoryOptions) (*Inventory, error) {
 // Names lists the source tensors, sorted.
 func (inv *Inventory) Names() []string { return inv.names }
 
-// WeightsDigest fingerprints the model's weights for its statistics (arch.WeightsDigest).
-func (inv *Inventory) WeightsDigest() string { return arch.WeightsDigest(inv.Spec, inv.model) }
+// WeightsDigest fingerprints the model's weights for its statistics (arch.WeightsDigest: the
+// token embedding's dtype, shape and first bytes, which a BF16 GGUF of the weights shares
+// with their safetensors).
+func (inv *Inventory) WeightsDigest() string {
+	if inv.gg != nil {
+		return ggufDigest(inv)
+	}
+	return arch.WeightsDigest(inv.Spec, inv.model)
+}
 
 // Close releases the checkpoint mapping.
-func (inv *Inventory) Close() error { return inv.model.Close() }
+func (inv *Inventory) Close() error {
+	if inv.gg != nil {
+		return inv.gg.Close()
+	}
+	return inv.model.Close()
+}
 
 func (inv *Inventory) data(name string) ([]byte, string, string, error) {
 	t, ok := inv.Tensors[name]
 	if !ok {
 		return nil, "", "", fmt.Errorf("%s: %s: no such tensor", inv.Dir, name)
 	}
+	if inv.gg != nil {
+		i, _ := inv.gg.TensorIndex(name)
+		return inv.gg.TensorData(i), t.DType, t.File, nil
+	}
 	b, err := inv.model.Checkpoint.Data(name)
 	return b, t.DType, t.File, err
 }
 
-func (inv *Inventory) release(name string) { inv.model.Checkpoint.Release(name) }
+func (inv *Inventory) release(name string) {
+	if inv.gg == nil {
+		inv.model.Checkpoint.Release(name)
+	}
+}
 
 // SourceFiles lists the files whose bytes determine the output (for provenance hashes).
-func (inv *Inventory) SourceFiles() []string { return inv.model.Checkpoint.Files() }
+func (inv *Inventory) SourceFiles() []string {
+	if inv.gg != nil {
+		var out []string
+		for _, p := range inv.gg.Parts {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	return inv.model.Checkpoint.Files()
+}

@@ -173,19 +173,23 @@ func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, 
 	p := &Plan{Model: inv.Dir, Arch: spec.GGUFArch, Format: format, Scheme: scheme, spec: spec}
 	if format != "gguf" {
 		p.Arch = spec.HFArch
+		if inv.gg != nil {
+			return nil, fmt.Errorf("%s: a GGUF file converts to GGUF only: convert the HuggingFace folder to %s", inv.Dir, format)
+		}
 	}
 	used := map[string]bool{}
 	var missing, badShape []string
 	for _, t := range inv.Family.Tensors(spec) {
+		name := inv.sourceName(t)
 		if !t.Generated {
-			src, ok := inv.Tensors[t.HFName]
-			used[t.HFName] = true
+			src, ok := inv.Tensors[name]
+			used[name] = true
 			switch {
 			case !ok:
-				missing = append(missing, t.HFName)
+				missing = append(missing, name)
 				continue
 			case !equalShape(src.Shape, t.Shape):
-				badShape = append(badShape, fmt.Sprintf("%s: shape %v, config implies %v", t.HFName, src.Shape, t.Shape))
+				badShape = append(badShape, fmt.Sprintf("%s: shape %v, config implies %v", name, src.Shape, t.Shape))
 				continue
 			}
 		}
@@ -201,11 +205,14 @@ func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, 
 		if skip {
 			continue
 		}
-		pt.Name, pt.Source, pt.ref, pt.gen, pt.Shape, pt.weight = t.Ref.GGUFName(), t.HFName, t.Ref, t.Generated, shape, true
-		if !t.Generated {
-			pt.SrcDType = inv.Tensors[t.HFName].DType
+		pt.Name, pt.Source, pt.ref, pt.gen, pt.Shape, pt.weight = t.Ref.GGUFName(), name, t.Ref, t.Generated, shape, true
+		if t.Generated {
+			pt.Source = ""
+		} else {
+			pt.SrcDType = inv.Tensors[name].DType
 		}
-		if format == "gguf" {
+		// A GGUF source is in GGUF layout already.
+		if format == "gguf" && inv.gg == nil {
 			pt.trans = t.Transform
 			pt.Transform = t.Transform.String()
 		}

@@ -13,16 +13,22 @@ import (
 
 // LoadImportance reads statistics (gquant calibrate's stats file, or llama.cpp's GGUF imatrix
 // or legacy .dat) and
-// returns, for every planned tensor it covers, what llama-quantize passes to the quantizer
+// returns, with the statistics, for every planned tensor it covers, what llama-quantize passes to the quantizer
 // (Σx² / count per input column). Before anything is written it rejects stats that do not fit
 // the model: stats recorded on another model (stats.CheckModel: other tensors, or the same
 // shapes with other weights, weights being the model's arch.WeightsDigest), an entry whose row length differs from the tensor's, a linear weight of a block
 // with no entry, an entry for a tensor the model does not have, or a non-finite value.
-func LoadImportance(path string, p *Plan, weights string) (map[string][]float32, error) {
+func LoadImportance(path string, p *Plan, weights string) (map[string][]float32, *stats.Stats, error) {
 	st, err := stats.Read(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	imp, err := importance(st, p, weights)
+	return imp, st, err
+}
+
+// importance is LoadImportance over statistics already read.
+func importance(st *stats.Stats, p *Plan, weights string) (map[string][]float32, error) {
 	model, err := arch.StatsModel("", p.spec)
 	if err != nil {
 		return nil, err
@@ -75,7 +81,7 @@ func LoadImportance(path string, p *Plan, weights string) (map[string][]float32,
 		probs = append(probs, fmt.Sprintf("no stats for %d linear weights: %s", len(missing), strings.Join(problems.First(missing, 5), ", ")))
 	}
 	if len(probs) > 0 {
-		return nil, fmt.Errorf("%s: %s", path, strings.Join(probs, "; "))
+		return nil, fmt.Errorf("%s: %s", st.Source, strings.Join(probs, "; "))
 	}
 	return out, nil
 }

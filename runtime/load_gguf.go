@@ -24,32 +24,9 @@ func openGGUF(path string) (*source, error) {
 		kv, found := f.Get(key)
 		return kv.Value, found
 	}
-	name, err := f.String("general.architecture")
+	fam, spec, err := arch.SpecFromGGUFFile(f)
 	if err != nil {
 		return nil, err
-	}
-	fam, err := arch.ForGGUF(name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	spec, err := fam.SpecFromGGUF(get)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	// The metadata does not say whether the output is tied: llama.cpp falls back to
-	// token_embd when output.weight is absent, and so do we.
-	_, hasOutput := f.TensorIndex(string(arch.Output))
-	spec.Tied = !hasOutput
-	stored := make([]arch.Stored, len(f.Tensors))
-	for i, t := range f.Tensors {
-		stored[i] = arch.Stored{Name: t.Name, Shape: hfShape(t.Shape)}
-	}
-	where := "the file"
-	if len(f.Parts) > 1 {
-		where = fmt.Sprintf("its %d parts", len(f.Parts))
-	}
-	if err := arch.CheckStored(spec, fam, "gguf", where, stored); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	tok, err := tokenizer.FromGGUF(get)
 	if err != nil {
@@ -61,7 +38,7 @@ func openGGUF(path string) (*source, error) {
 			return rawTensor{}, false
 		}
 		info := f.Tensors[i]
-		return rawTensor{name: name, typ: info.Type, shape: hfShape(info.Shape), data: f.TensorData(i)}, true
+		return rawTensor{name: name, typ: info.Type, shape: arch.HFShape(info.Shape), data: f.TensorData(i)}, true
 	}
 	src := &source{
 		file: path, format: "gguf", ggufNames: true, family: fam, spec: spec, tok: tok, close: f.Close,
@@ -80,13 +57,4 @@ func openGGUF(path string) (*source, error) {
 	}
 	ok = true
 	return src, nil
-}
-
-// hfShape turns a ggml shape (ne order) into HF order, its reverse.
-func hfShape(ne []uint64) []int {
-	shape := make([]int, len(ne))
-	for j, d := range ne {
-		shape[len(shape)-1-j] = int(d)
-	}
-	return shape
 }

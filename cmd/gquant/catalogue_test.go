@@ -993,7 +993,7 @@ func catalogue() []catCase {
 				return catArgs([]string{"verify", e.splitParts(func(part func(int) string) { os.Remove(part(4)) }), "--ref", stories3m,
 					"--corpus", evalCorpus, "--json", e.o("r.json")}, catVerifyShort)
 			}},
-		catCase{name: "convert/gguf-as-model", code: exitError, want: "q8.gguf: not a directory, want a HuggingFace model folder",
+		catCase{name: "convert/quantized-gguf-as-model", code: exitError, want: "q8.gguf: 31 tensors are not F32, F16 or BF16: blk.0.attn_k.weight (Q8_0)",
 			args: func(e *catEnv) []string { return catConvertQ8(e, e.fx.q8) }},
 	)
 
@@ -1442,6 +1442,15 @@ func catalogue() []catCase {
 	cs = append(cs,
 		usage("convert/scheme-unknown", "q3_x", func(e *catEnv) []string {
 			return []string{"convert", stories260k, "--scheme", "q3_x", "-o", e.o("m.gguf")}
+		}),
+		usage("convert/kv-malformed", `convert: --kv "general.name": want KEY=TYPE:VALUE`, func(e *catEnv) []string {
+			return []string{"convert", stories260k, "--kv", "general.name", "-o", e.o("m.gguf")}
+		}),
+		usage("convert/kv-type-unknown", `type "u8" is not int, float, bool or str`, func(e *catEnv) []string {
+			return []string{"convert", stories260k, "--kv", "a=u8:1", "-o", e.o("m.gguf")}
+		}),
+		usage("convert/kv-gqf", "convert: --kv applies to GGUF output", func(e *catEnv) []string {
+			return []string{"convert", stories260k, "--format", "gqf", "--scheme", "f16", "--kv", "a=int:1", "-o", e.o("m.gqf")}
 		}),
 		usage("convert/format-unknown", `--format: unsupported format "onnx"`, func(e *catEnv) []string {
 			return []string{"convert", stories260k, "--format", "onnx", "-o", e.o("m.onnx")}

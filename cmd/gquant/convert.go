@@ -44,15 +44,20 @@ type convertOptions struct {
 	// layer-sequential GPTQ
 	ctx, tokens int
 	seed        uint64
+	kv          []string
 }
 
 func newConvertCmd(g *globals) *cobra.Command {
 	o := &convertOptions{}
 	cmd := &cobra.Command{
-		Use:   "convert MODEL_DIR -o OUT --scheme SCHEME",
-		Short: "Convert a HuggingFace checkpoint to GGUF or gqf",
+		Use:   "convert MODEL_DIR|MODEL.gguf -o OUT --scheme SCHEME",
+		Short: "Convert a HuggingFace checkpoint to GGUF or gqf, or requantize an F32/F16/BF16 GGUF",
 		Long: "Convert reads a HuggingFace model folder (config.json, tokenizer.json, *.safetensors), plans every\n" +
 			"output tensor (name, transform, encoding, fallbacks), and streams the weights into a GGUF file.\n" +
+			"Given a GGUF file of F32, F16 or BF16 weights (one file, or the first part of a split model) it\n" +
+			"requantizes it as llama-quantize does: every metadata key carried over, general.file_type set,\n" +
+			"and, with --stats, llama-quantize's quantize.imatrix.* keys (a bf16 GGUF gives the same bytes as\n" +
+			"its HF folder). --kv KEY=TYPE:VALUE sets a key (llama-quantize --override-kv).\n" +
 			"Schemes: " + fmt.Sprint(convert.SchemeNames()) + "\n\n" +
 			"--format gqf schemes (gquant's runtime; the QNN ones export to ONNX QDQ):\n" + gqfconv.SchemeHelp() +
 			"w4a16 and w4a8 are the CPU runtime's schemes (float activations; int8 linear inputs quantized\n" +
@@ -90,6 +95,7 @@ func newConvertCmd(g *globals) *cobra.Command {
 	addThreadsFlag(f, &o.threads)
 	f.StringVar(&o.method, "method", "", "rtn, imatrix, gptq or awq (gptq/awq: --format gqf, or GGUF --scheme q4_0; default: imatrix when --stats is given)")
 	f.StringVar(&o.stats, "stats", "", "importance matrix: gquant calibrate stats, or llama-imatrix output (GGUF or .dat)")
+	f.StringArrayVar(&o.kv, "kv", nil, "GGUF: set a metadata key, KEY=TYPE:VALUE with TYPE int (written as uint32), float, bool or str (repeatable; llama-quantize --override-kv)")
 	f.StringVar(&o.splitMaxSize, "split-max-size", "", "split the output into files of at most this size (500M, 2G: powers of 1000, as llama-gguf-split; 512MiB)")
 	return cmd
 }
@@ -124,12 +130,23 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	case o.ctx < 0 || o.tokens < 0:
 		return usageErr("convert: --ctx and --tokens must not be negative")
 	}
+	var kvs []convert.KVOverride
+	for _, s := range o.kv {
+		kv, err := convert.ParseKVOverride(s)
+		if err != nil {
+			return usageErr("convert: --kv %v", err)
+		}
+		kvs = append(kvs, kv)
+	}
 	out := o.out
 	if o.dryRun {
 		out = ""
 	}
 	if err := checkOutputs(o.force, []string{dir, o.stats, o.encodings, o.corpus}, out, o.jsonOut); err != nil {
 		return err
+	}
+	if o.format == "gqf" && len(o.kv) > 0 {
+		return usageErr("convert: --kv applies to GGUF output")
 	}
 	switch o.format {
 	case "gguf":
@@ -159,7 +176,7 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	opts := convert.Options{
 		Scheme: o.scheme, Overrides: overrides, Pre: o.pre, Name: o.name,
 		Threads: o.threads, Force: o.force, SplitMaxSize: split, DryRun: o.dryRun,
-		Method: o.method, Stats: o.stats,
+		Method: o.method, Stats: o.stats, KV: kvs,
 	}
 	if !g.quiet && !o.dryRun && stderrIsTerminal() {
 		bar := newBar("converting")

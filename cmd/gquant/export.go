@@ -156,11 +156,15 @@ func printWritten(w io.Writer, o *exportOptions, f *gqf.File, written []export.W
 		fmt.Fprintf(w, "wrote %s: %s deployment graphs of %s (scheme %s): %s\n", o.out, form, filepath.Base(f.Path), f.Manifest.Scheme, strings.Join(graphs, ", "))
 	}
 	var total int64
+	width := len("total")
 	for _, x := range written {
-		fmt.Fprintf(w, "  %-40s %10.2f MB\n", x.Path, float64(x.Size)/1e6)
+		width = max(width, len(x.Path))
+	}
+	for _, x := range written {
+		fmt.Fprintf(w, "  %-*s %10.2f MB\n", width, x.Path, float64(x.Size)/1e6)
 		total += x.Size
 	}
 	if len(written) > 1 {
-		fmt.Fprintf(w, "  %-40s %10.2f MB\n", "total", float64(total)/1e6)
+		fmt.Fprintf(w, "  %-*s %10.2f MB\n", width, "total", float64(total)/1e6)
 	}
 }

@@ -95,12 +95,19 @@ func WeightsDigest(spec *Spec, m *hf.Model) string {
 		if err != nil {
 			return ""
 		}
-		h := sha256.New()
-		fmt.Fprintf(h, "%s %v\n", info.DType, info.Shape)
-		h.Write(data[:min(len(data), 64<<10)])
-		return hex.EncodeToString(h.Sum(nil))
+		return TensorDigest(string(info.DType), info.Shape, data)
 	}
 	return ""
+}
+
+// TensorDigest is WeightsDigest's fingerprint of the token embedding: the SHA-256 of its
+// dtype, shape (HF order) and first 64 KiB of data. A GGUF file holding the same BF16 bytes
+// has the same digest.
+func TensorDigest(dtype string, shape []int, data []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %v\n", dtype, shape)
+	h.Write(data[:min(len(data), 64<<10)])
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // ValidateStats checks statistics against a model of this spec (stats.Stats.Validate with

@@ -1,0 +1,99 @@
+package convert
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gquant/gquant/formats/gguf"
+)
+
+// TestRequantizeGGUF: a GGUF of the model's weights (BF16, F32, and BF16 split in parts),
+// requantized, gives the same bytes as converting the HF folder: tensors, metadata, the
+// quantize.imatrix.* keys with an importance matrix; as llama-quantize takes a GGUF.
+func TestRequantizeGGUF(t *testing.T) {
+	for _, c := range []struct{ dir, imatrix string }{
+		{"../testdata/models/stories260k", "../formats/imatrix/testdata/stories260k.imatrix.gguf"},
+		{"../testdata/models/stories3m", "../testdata/llamacpp/stories3m.imatrix.gguf"},
+	} {
+		tmp := t.TempDir()
+		conv := func(src, out string, o Options) []byte {
+			t.Helper()
+			o.Threads = 2
+			if _, err := Convert(src, out, o); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		bf16 := filepath.Join(tmp, "bf16.gguf")
+		conv(c.dir, bf16, Options{Scheme: "bf16"})
+		f32 := filepath.Join(tmp, "f32.gguf")
+		conv(c.dir, f32, Options{Scheme: "f32"})
+		split := filepath.Join(tmp, "split.gguf")
+		if _, err := Convert(c.dir, split, Options{Scheme: "bf16", SplitMaxSize: 1 << 17, Threads: 2}); err != nil {
+			t.Fatal(err)
+		}
+		ents, _ := filepath.Glob(filepath.Join(tmp, "split-*.gguf"))
+		if len(ents) < 2 {
+			t.Fatalf("split into %d parts", len(ents))
+		}
+		first := ents[0]
+		for _, o := range []Options{{Scheme: "q8_0"}, {Scheme: "q4_k_m"}, {Scheme: "q6_k", Stats: c.imatrix}, {Scheme: "q4_k_m", Stats: c.imatrix, Name: "renamed"}} {
+			want := conv(c.dir, filepath.Join(tmp, "hf.gguf"), o)
+			for _, src := range []string{bf16, f32, first} {
+				got := conv(src, filepath.Join(tmp, "re.gguf"), o)
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s %s stats=%q: requantizing %s gives other bytes than the HF folder", filepath.Base(c.dir), o.Scheme, o.Stats, filepath.Base(src))
+				}
+				os.Remove(filepath.Join(tmp, "re.gguf"))
+			}
+			os.Remove(filepath.Join(tmp, "hf.gguf"))
+		}
+		// A quantized GGUF is refused, naming its tensors; gqf output is refused.
+		q := filepath.Join(tmp, "q8.gguf")
+		conv(c.dir, q, Options{Scheme: "q8_0"})
+		if _, err := Convert(q, filepath.Join(tmp, "x.gguf"), Options{Scheme: "q4_0"}); err == nil || !strings.Contains(err.Error(), "are not F32, F16 or BF16: blk.0.attn_k.weight (Q8_0)") {
+			t.Errorf("quantized source: %v", err)
+		}
+		if _, err := MakePlanWith(mustOpen(t, bf16), "gqf", "w4a16", nil); err == nil || !strings.Contains(err.Error(), "a GGUF file converts to GGUF only") {
+			t.Errorf("gqf from GGUF: %v", err)
+		}
+	}
+}
+
+func mustOpen(t *testing.T, path string) *Inventory {
+	t.Helper()
+	inv, err := Open(path, InventoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inv.Close() })
+	return inv
+}
+
+// TestKVOverride: llama-quantize's --override-kv syntax and semantics (an int is written as
+// uint32 |N|; a key is set in place or appended), and its errors.
+func TestKVOverride(t *testing.T) {
+	for in, want := range map[string]any{"a=int:-7": uint32(7), "a=float:0.25": float32(0.25), "a=bool:false": false, "a=str:x:y": "x:y"} {
+		o, err := ParseKVOverride(in)
+		if err != nil || o.Key != "a" || o.Value != want {
+			t.Errorf("%s: %+v %v, want %v", in, o, err, want)
+		}
+	}
+	for _, in := range []string{"a", "=int:1", "a=1", "a=int:x", "a=bool:yes", "a=char:c", "a=str:" + strings.Repeat("x", 128), strings.Repeat("k", 128) + "=int:1", "a=int:99999999999"} {
+		if _, err := ParseKVOverride(in); err == nil {
+			t.Errorf("%.40s: accepted", in)
+		}
+	}
+	kvs := []gguf.KV{{Key: "general.name", Value: "m"}, {Key: "x", Value: int32(1)}}
+	kvs = applyOverrides(kvs, []KVOverride{{"x", uint32(3)}, {"new", "v"}}, "", nil)
+	if len(kvs) != 3 || kvs[1].Value != uint32(3) || kvs[2].Key != "new" {
+		t.Errorf("overrides: %v", kvs)
+	}
+}
