@@ -10,17 +10,24 @@ import (
 	"github.com/gquant/gquant/formats/encodings"
 )
 
-// TestExport runs gquant export on a w8a16 gqf file of stories260k: ONNX (float and QDQ) and
-// AIMET JSON (1.0.0 and 0.6.1), then the usage and error paths.
-func TestExport(t *testing.T) {
+// exportInput writes a w8a16 gqf file of stories260k into a new folder: the folder and the file.
+func exportInput(t *testing.T) (dir, path string) {
+	t.Helper()
 	corpus := filepath.Join("..", "..", "testdata", "corpora", "tinystories-calib.txt")
-	dir := t.TempDir()
-	in := filepath.Join(dir, "m.gqf")
-	_, err := gqfconv.Convert(filepath.Join("..", "..", "testdata", "models", "stories260k"), in,
+	dir = t.TempDir()
+	path = filepath.Join(dir, "m.gqf")
+	_, err := gqfconv.Convert(filepath.Join("..", "..", "testdata", "models", "stories260k"), path,
 		gqfconv.Options{Scheme: "w8a16", MaxLen: 16, Corpus: corpus, CalibWindows: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, path
+}
+
+// TestExport runs gquant export on a w8a16 gqf file of stories260k: ONNX (float and QDQ) and
+// AIMET JSON (1.0.0 and 0.6.1), then the usage and error paths.
+func TestExport(t *testing.T) {
+	dir, in := exportInput(t)
 	for _, args := range [][]string{
 		{"--to", "onnx", "-o", filepath.Join(dir, "f.onnx")},
 		{"--to", "onnx", "--qdq", "-o", filepath.Join(dir, "q.onnx")},
@@ -66,14 +73,7 @@ func TestExport(t *testing.T) {
 // refused even with --force, nothing left behind by a failed run, and --to aimet-json with
 // --ar/--ctx naming the deployment graphs' tensors.
 func TestExportKV(t *testing.T) {
-	corpus := filepath.Join("..", "..", "testdata", "corpora", "tinystories-calib.txt")
-	dir := t.TempDir()
-	in := filepath.Join(dir, "m.gqf")
-	_, err := gqfconv.Convert(filepath.Join("..", "..", "testdata", "models", "stories260k"), in,
-		gqfconv.Options{Scheme: "w8a16", MaxLen: 16, Corpus: corpus, CalibWindows: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, in := exportInput(t)
 	out := filepath.Join(dir, "kv")
 	code, _, stderr := run("export", in, "--to", "onnx-kv", "--qdq", "--ar", "8", "--ctx", "32", "--parts", "2", "-o", out)
 	if code != exitOK {

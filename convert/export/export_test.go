@@ -75,18 +75,7 @@ func TestAIMETNamesMatchONNX(t *testing.T) {
 			t.Fatal(err)
 		}
 		acts, params := map[string]bool{}, map[string]bool{}
-		for _, n := range m.Graph.Node {
-			for _, o := range n.Output {
-				if !inRMSNorm(o) {
-					acts[o] = true
-				}
-			}
-		}
-		for _, in := range m.Graph.Initializer {
-			if in.GetDataType() == int32(onnx.TensorProto_FLOAT) && !inRMSNorm(in.GetName()) {
-				params[in.GetName()] = true
-			}
-		}
+		graphNames(m, acts, params)
 		compare(t, scheme+" activations", acts, enc.Activations)
 		compare(t, scheme+" params", params, enc.Params)
 		if scheme != "f16" {
@@ -107,6 +96,23 @@ func TestAIMETNamesMatchONNX(t *testing.T) {
 			if e == nil || e.Type != encodings.PerChannel || len(e.Scale) != 512 || e.Offset[0] != -128 {
 				t.Errorf("w8a16 output.weight: %+v", e)
 			}
+		}
+	}
+}
+
+// graphNames adds to acts every node output and to params every float initializer of m, the
+// tensors inside RmsNorm's standard-op form aside: the names an AIMET file must cover.
+func graphNames(m *onnx.ModelProto, acts, params map[string]bool) {
+	for _, n := range m.Graph.Node {
+		for _, o := range n.Output {
+			if !inRMSNorm(o) {
+				acts[o] = true
+			}
+		}
+	}
+	for _, in := range m.Graph.Initializer {
+		if in.GetDataType() == int32(onnx.TensorProto_FLOAT) && !inRMSNorm(in.GetName()) {
+			params[in.GetName()] = true
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -210,24 +211,12 @@ func TestInteropKV(t *testing.T) {
 						t.Errorf("%s %s qdq=%v %s graph: two parts differ from one by %.3g in a logit", name, c.scheme, c.qdq, mode, d)
 					}
 				}
-				if !c.qdq && !equalInts(cont, want) {
+				if !c.qdq && !slices.Equal(cont, want) {
 					t.Errorf("%s %s parts=%d: greedy continuation in ONNX Runtime %v, gquant %v", name, c.scheme, parts, cont, want)
 				}
 			}
 		}
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // standardOps are the ONNX ops the exports use, all of the standard (default) domain.
@@ -336,7 +325,7 @@ func TestKVMetadata(t *testing.T) {
 						dims = append(dims, d.GetDimValue())
 					}
 					io := infos[k]
-					if io.Name != vi.GetName() || elem[tt.GetElemType()] != io.Dtype || !equal64(dims, io.Shape) {
+					if io.Name != vi.GetName() || elem[tt.GetElemType()] != io.Dtype || !slices.Equal(dims, io.Shape) {
 						t.Errorf("%s %s %d: metadata %+v, graph %s %v %d", p.File, what, k, io, vi.GetName(), dims, tt.GetElemType())
 					}
 					if io.Dtype == "float32" && io.Encoding == nil {
@@ -357,7 +346,7 @@ func TestKVMetadata(t *testing.T) {
 			}
 			for _, io := range p.Inputs {
 				if w, ok := want[io.Name]; ok {
-					if !equal64(w, io.Shape) {
+					if !slices.Equal(w, io.Shape) {
 						t.Errorf("%s: %s %v, want %v", p.File, io.Name, io.Shape, w)
 					}
 					delete(want, io.Name)
@@ -386,18 +375,6 @@ func TestKVMetadata(t *testing.T) {
 			}
 		}
 	}
-}
-
-func equal64(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestAIMETKVNamesMatchONNX: the encodings of the deployment graphs (AIMETKV, and the
@@ -438,18 +415,7 @@ func TestAIMETKVNamesMatchONNX(t *testing.T) {
 				acts[in.GetName()] = true
 			}
 		}
-		for _, n := range m.Graph.Node {
-			for _, o := range n.Output {
-				if !inRMSNorm(o) {
-					acts[o] = true
-				}
-			}
-		}
-		for _, in := range m.Graph.Initializer {
-			if in.GetDataType() == int32(onnx.TensorProto_FLOAT) && !inRMSNorm(in.GetName()) {
-				params[in.GetName()] = true
-			}
-		}
+		graphNames(m, acts, params)
 	}
 	compare(t, "activations", acts, enc.Activations)
 	compare(t, "params", params, enc.Params)

@@ -1,6 +1,7 @@
 package arch
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,7 +71,7 @@ func TestLowerKVPoints(t *testing.T) {
 		for name, want := range map[string][]int64{PastKeyIn(l): {2, 1, 24, 12}, PastValueIn(l): {2, 1, 12, 24},
 			PastKeyOut(l): {2, 1, 24, 4}, PastValueOut(l): {2, 1, 4, 24}, InputAttentionMask: {1, 1, 4, 16},
 			InputCos: {1, 1, 4, 12}, "blk." + strconv.Itoa(l) + ".kq": {2, 2, 4, 16}} {
-			if got := shapes[name]; len(got) != len(want) || !equalShape(got, want) {
+			if got := shapes[name]; !slices.Equal(got, want) {
 				t.Errorf("%s: shape %v, want %v", name, got, want)
 			}
 		}
@@ -92,15 +93,6 @@ func TestLowerKVPoints(t *testing.T) {
 		}
 		prevOut = low.Graph.Outputs
 	}
-}
-
-func equalShape(a, b []int64) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestLowerKVErrors: shapes the deployment graph cannot have are refused by name.
