@@ -97,3 +97,14 @@ func TestKVOverride(t *testing.T) {
 		t.Errorf("overrides: %v", kvs)
 	}
 }
+
+// TestSizeLabel: gguf-py's model_weight_count_rounded_notation, min_digits 2, for the values
+// convert_hf_to_gguf.py prints (worked by hand from its code).
+func TestSizeLabel(t *testing.T) {
+	for n, want := range map[uint64]string{260_000: "260K", 999: "1.0K", 3_410_000: "3.4M", 15_000_000: "15M",
+		596_049_920: "596M", 8_030_261_248: "8.0B", 70_553_706_496: "71B", 1_500_000_000_000: "1.5T", 2_500_000: "2.5M"} {
+		if got := SizeLabel(n); got != want {
+			t.Errorf("SizeLabel(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
