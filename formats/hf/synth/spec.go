@@ -49,7 +49,8 @@ func Llama3Scaling() *RopeScaling {
 }
 
 // presets are the named specs. The tiny ones have every row length a multiple of 256, so
-// that every block encoding applies; qwen3-0.6b has the shapes of Qwen/Qwen3-0.6B.
+// that every block encoding applies; qwen3-0.6b has the shapes of Qwen/Qwen3-0.6B and
+// llama3-8b those of meta-llama/Meta-Llama-3-8B (16 GB of bf16: for the scale benchmarks).
 var presets = map[string]Spec{
 	"tiny-llama": {Arch: Llama, Hidden: 256, Intermediate: 512, Layers: 2, Heads: 4, KVHeads: 4,
 		RopeTheta: 10000, RMSNormEps: 1e-5, MaxPositions: 2048},
@@ -63,6 +64,8 @@ var presets = map[string]Spec{
 		RopeTheta: 1000000, RMSNormEps: 1e-6, MaxPositions: 40960},
 	"qwen3-0.6b": {Arch: Qwen3, Hidden: 1024, Intermediate: 3072, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128,
 		Vocab: 151936, Tied: true, RopeTheta: 1000000, RMSNormEps: 1e-6, MaxPositions: 40960},
+	"llama3-8b": {Arch: Llama, Hidden: 4096, Intermediate: 14336, Layers: 32, Heads: 32, KVHeads: 8,
+		Vocab: 128256, RopeTheta: 500000, RMSNormEps: 1e-5, MaxPositions: 8192},
 }
 
 // Presets lists the preset names, sorted.

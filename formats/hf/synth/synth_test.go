@@ -393,3 +393,17 @@ func TestQwen3Preset(t *testing.T) {
 		t.Errorf("qwen3-0.6b = %+v", s)
 	}
 }
+
+// TestLlama3_8BPreset: the scale preset has Meta-Llama-3-8B's config.json shapes (not
+// generated here: 16 GB).
+func TestLlama3_8BPreset(t *testing.T) {
+	s, err := synth.Preset("llama3-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := synth.Spec{Arch: synth.Llama, Hidden: 4096, Intermediate: 14336, Layers: 32, Heads: 32, KVHeads: 8,
+		Vocab: 128256, RopeTheta: 500000, RMSNormEps: 1e-5, MaxPositions: 8192}
+	if s != want {
+		t.Errorf("llama3-8b: %+v, want %+v", s, want)
+	}
+}
