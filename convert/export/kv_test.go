@@ -15,6 +15,7 @@ import (
 
 	"github.com/gquant/gquant/formats/encodings"
 	"github.com/gquant/gquant/formats/gqf"
+	"github.com/gquant/gquant/formats/hf/synth"
 	"github.com/gquant/gquant/formats/onnx"
 	"github.com/gquant/gquant/internal/peers"
 	"github.com/gquant/gquant/runtime"
@@ -429,5 +430,51 @@ func TestAIMETKVNamesMatchONNX(t *testing.T) {
 	r, _ := enc.Activation("blk.0.k_rope")
 	if k == nil || r == nil || k.Scale[0] != r.Scale[0] || k.Offset[0] != r.Offset[0] {
 		t.Errorf("past_key_0_out %+v, blk.0.k_rope %+v: want the same encoding", k, r)
+	}
+}
+
+// TestInteropKVFamilies: the deployment graphs of the other families gquant lowers, run by
+// ONNX Runtime as TestInteropKV runs them, reproduce gquant's runtime on the same f16 file:
+// tiny-llama3 (grouped-query attention, llama3 rope scaling in rope_inv_freq, tied), tiny-qwen2
+// (q/k/v biases) and tiny-qwen3 (per-head q/k norms, head_dim 128 ≠ hidden/heads), in two
+// parts, prompt and token graphs, KL ≤ 1e-5 and every logit within 1e-3 of the runtime's.
+func TestInteropKVFamilies(t *testing.T) {
+	node, modules := peers.Require(t, "onnxruntime-node")
+	for _, preset := range []string{"tiny-llama3", "tiny-qwen2", "tiny-qwen3"} {
+		spec, err := synth.Preset(preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), preset)
+		if err := synth.Generate(dir, spec, synth.Options{Seed: 7, TokenizerDir: model260k}); err != nil {
+			t.Fatal(err)
+		}
+		path := convertTo(t, dir, "f16", 32)
+		m, err := runtime.Load(path, runtime.Options{Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wins := windows(t, m, 2, 24)
+		ours := evalLogits(t, m, wins)
+		m.Close()
+		kv := kvExport(t, path, KVOptions{AR: 8, Ctx: 32, Parts: 2})
+		pl, tl, _ := ortKV(t, node, modules, kv, wins, nil, 0)
+		for k, got := range [][][][]float64{pl, tl} {
+			mode := []string{"prompt", "token"}[k]
+			klOrt := meanKL(got, ours)
+			var d float64
+			for i := range got {
+				for p := range got[i] {
+					lq := logSoftmax(got[i][p])
+					for j := range lq {
+						d = max(d, math.Abs(lq[j]-ours[i][p][j]))
+					}
+				}
+			}
+			t.Logf("%s %s graph: KL(ORT‖gquant) %.3g, largest log-probability difference %.3g", preset, mode, klOrt, d)
+			if !(klOrt <= 1e-5) || !(d <= 1e-3) {
+				t.Errorf("%s %s graph: KL %.3g (limit 1e-5), log-probabilities within %.3g (limit 1e-3)", preset, mode, klOrt, d)
+			}
+		}
 	}
 }
