@@ -43,6 +43,10 @@ type Options struct {
 	KV []KVOverride
 }
 
+// gptqKSchemes are the GGUF schemes whose Q4_K and Q5_K linear weights --method gptq rounds
+// (quantize.KBlocksGPTQ); q4_0's are rounded in quantize's groups (q4_0Rows).
+var gptqKSchemes = map[string]bool{"q4_k_s": true, "q4_k_m": true, "q5_k_s": true, "q5_k_m": true, "q4_k": true, "q5_k": true}
+
 // Convert runs inventory → plan → execute for one HuggingFace folder into GGUF. With DryRun
 // it returns the plan and writes nothing. The output appears only when complete (temp file +
 // rename).
@@ -73,8 +77,13 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	switch method {
 	case MethodRTN, MethodImatrix:
 	case MethodGPTQ, MethodAWQ:
-		if o.Scheme != "q4_0" {
-			return nil, problems.Usage(fmt.Errorf("--method %s: GGUF output carries GPTQ/AWQ weights exactly only as q4_0 (got --scheme %s; other schemes: --format gqf)", method, o.Scheme))
+		switch {
+		case method == MethodAWQ && o.Scheme != "q4_0":
+			return nil, problems.Usage(fmt.Errorf("--method awq: GGUF output carries AWQ weights exactly only as q4_0 (got --scheme %s; other schemes: --format gqf)", o.Scheme))
+		case method == MethodGPTQ && o.Scheme != "q4_0" && !gptqKSchemes[o.Scheme]:
+			return nil, problems.Usage(fmt.Errorf("--method gptq: GGUF output carries GPTQ weights as q4_0, q4_k_s, q4_k_m, q5_k_s or q5_k_m (got --scheme %s; other schemes: --format gqf)", o.Scheme))
+		case gptqKSchemes[o.Scheme] && o.Sequence != nil:
+			return nil, problems.Usage(fmt.Errorf("--method gptq --scheme %s: layer-sequential GPTQ (--corpus) writes q4_0; GPTQ into K-quant blocks needs --stats FILE (gquant calibrate --hessian)", o.Scheme))
 		}
 		if o.SplitMaxSize > 0 {
 			return nil, problems.Usage(fmt.Errorf("--method %s: --split-max-size is not supported", method))
@@ -93,7 +102,10 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 		return nil, fmt.Errorf("--method %s needs --stats FILE (gquant calibrate --hessian) or, for gptq, --corpus FILE", method)
 	}
 	useImatrix := method == MethodImatrix
-	plan, err := MakePlan(inv, PlanOptions{Scheme: o.Scheme, Overrides: o.Overrides, HasImatrix: useImatrix, Name: o.Name})
+	// GPTQ into K-quant blocks: llama-quantize's imatrix mix, the GPTQ super-blocks' grids
+	// and every other tensor weighted with the statistics' importance, as with --stats alone.
+	kGPTQ := method == MethodGPTQ && gptqKSchemes[o.Scheme]
+	plan, err := MakePlan(inv, PlanOptions{Scheme: o.Scheme, Overrides: o.Overrides, HasImatrix: useImatrix || kGPTQ, Name: o.Name})
 	if err != nil {
 		return nil, err
 	}
@@ -115,15 +127,21 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 		if err := arch.ValidateStats(st, inv.Spec, inv.WeightsDigest()); err != nil {
 			return nil, err
 		}
+		if kGPTQ {
+			if o.Imatrix, err = importance(st, plan, inv.WeightsDigest()); err != nil {
+				return nil, err
+			}
+			imatrixStats = st
+		}
 	}
 	var gptqWeights []string
 	for i := range plan.Tensors {
 		pt := &plan.Tensors[i]
 		e := pt.enc.(*ggufEncoder)
-		if useImatrix {
+		if useImatrix || kGPTQ {
 			e.imatrix = o.Imatrix[pt.Name]
 		}
-		if st != nil && pt.typ == gguf.Q4_0 && pt.ref.Role.IsLinear() {
+		if st != nil && (pt.typ == gguf.Q4_0 || kGPTQ && kBlocks(pt.typ)) && pt.ref.Role.IsLinear() {
 			e.rounder = &Rounder{Method: method, Stats: st, Weight: pt.Name, GPTQ: o.GPTQ}
 			pt.Method = method
 			gptqWeights = append(gptqWeights, pt.Name)

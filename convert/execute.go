@@ -227,7 +227,15 @@ func (e *ggufEncoder) Buffers() []uint64 { return []uint64{e.bytes} }
 
 func (e *ggufEncoder) Prepares() bool { return e.rounder != nil && e.rounder.Prepares() }
 
-func (e *ggufEncoder) Prepare(cols int) error { return e.rounder.Prepare(q4_0Spec, cols) }
+func (e *ggufEncoder) Prepare(cols int) error {
+	if kBlocks(e.typ) {
+		return e.rounder.PrepareKBlocks(cols)
+	}
+	return e.rounder.Prepare(q4_0Spec, cols)
+}
+
+// kBlocks reports whether GPTQ writes typ as K-quant super-blocks (quantize.KBlocksGPTQ).
+func kBlocks(typ gguf.Type) bool { return typ == gguf.Q4_K || typ == gguf.Q5_K }
 
 func (e *ggufEncoder) Finish() {
 	if e.rounder != nil {
@@ -241,14 +249,27 @@ func (e *ggufEncoder) Encode(src []float32, r0, r1, cols int, emit func(int, uin
 	bp := getBuf()
 	defer putBuf(bp)
 	var err error
-	if e.rounder != nil {
+	switch {
+	case e.rounder != nil && kBlocks(e.typ):
+		b, rerr := e.rounder.RoundKBlocks(e.typ, src[:nr*cols], nr, cols)
+		if rerr != nil {
+			return rerr
+		}
+		if b != nil {
+			*bp = append((*bp)[:0], b...)
+		} else if *bp, err = encodeRows(*bp, e.typ, e.name, src, nr, cols, e.imatrix); err != nil {
+			return err // no Hessian for the matrix: llama.cpp's quantizer with the importance
+		}
+	case e.rounder != nil:
 		gt, _, rerr := e.rounder.Round(q4_0Spec, src, nr, cols)
 		if rerr != nil {
 			return rerr
 		}
 		*bp = q4_0Rows(*bp, gt)
-	} else if *bp, err = encodeRows(*bp, e.typ, e.name, src, nr, cols, e.imatrix); err != nil {
-		return err
+	default:
+		if *bp, err = encodeRows(*bp, e.typ, e.name, src, nr, cols, e.imatrix); err != nil {
+			return err
+		}
 	}
 	if err := CheckEncodable(e.typ, src[:nr*cols], *bp, r0, cols); err != nil {
 		return err

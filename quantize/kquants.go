@@ -261,6 +261,12 @@ func quantizeKMin(y []byte, x, qw []float32, nmax int) {
 			L[32*j+ii] = uint8(clamp(nearestInt((x[32*j+ii]+dm)/d), 0, nmax))
 		}
 	}
+	packKMin(y, L[:], nmax)
+}
+
+// packKMin writes the 256 levels L of a Q4_K (nmax 15) or Q5_K (nmax 31) super-block into
+// y's quants (after its 16 bytes of scales).
+func packKMin(y []byte, L []uint8, nmax int) {
 	if nmax == 15 {
 		q := y[16:144]
 		for j := 0; j < 256; j += 64 {
