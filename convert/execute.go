@@ -235,7 +235,7 @@ func (e *ggufEncoder) Prepare(cols int) error {
 }
 
 // kBlocks reports whether GPTQ writes typ as K-quant super-blocks (quantize.KBlocksGPTQ).
-func kBlocks(typ gguf.Type) bool { return typ == gguf.Q4_K || typ == gguf.Q5_K }
+func kBlocks(typ gguf.Type) bool { return typ == gguf.Q4_K || typ == gguf.Q5_K || typ == gguf.Q6_K }
 
 func (e *ggufEncoder) Finish() {
 	if e.rounder != nil {

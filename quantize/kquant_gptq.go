@@ -6,13 +6,14 @@ import (
 	"github.com/gquant/gquant/formats/gguf"
 )
 
-// KBlocksGPTQ is GPTQ's codec for the K-quants with a scale and a min per sub-block, Q4_K and
-// Q5_K: groups of one 256-column super-block, whose grid (fp16 d and dmin, 6-bit sub-block
-// scales and mins) Fit chooses as llama.cpp's quantizer does (quantize_row_q4_K_impl /
-// q5_K_impl with the importance as quant_weights, or the _ref search without), and whose
-// codes Round sets one column at a time as GPTQ proceeds, as ggml's final requantization does:
-// clamp(nearest((x + dmin·m_j)/(d·sc_j)), 0, nmax). Bytes lays the rows out as ggml blocks, so
-// stock llama.cpp runs the GPTQ weights.
+// KBlocksGPTQ is GPTQ's codec for the K-quants Q4_K, Q5_K (a scale and a min per sub-block of
+// 32) and Q6_K (an int8 scale per sub-block of 16): groups of one 256-column super-block, whose
+// grid (fp16 d and dmin, the sub-block scales and mins) Fit chooses as llama.cpp's quantizer
+// does (quantize_row_q4_K_impl / q5_K_impl / q6_K_impl with the importance as quant_weights,
+// or the _ref searches without), and whose codes Round sets one column at a time as GPTQ
+// proceeds, as ggml's final requantization does: clamp(nearest((x + dmin·m_j)/(d·sc_j)), 0,
+// nmax), or clamp(nearest(x/(d·sc_j)), −32, 31) for Q6_K. Bytes lays the rows out as ggml
+// blocks, so stock llama.cpp runs the GPTQ weights.
 type KBlocksGPTQ struct {
 	typ        gguf.Type
 	nmax       int
@@ -33,15 +34,17 @@ func NewKBlocksGPTQ(typ gguf.Type, rows, cols int) (*KBlocksGPTQ, error) {
 		k.nmax, k.bytes = 15, 144
 	case gguf.Q5_K:
 		k.nmax, k.bytes = 31, 176
+	case gguf.Q6_K:
+		k.nmax, k.bytes = 63, 210
 	default:
-		return nil, fmt.Errorf("gptq: %v has no scale-and-min super-blocks (Q4_K, Q5_K)", typ)
+		return nil, fmt.Errorf("gptq: %v is not a K-quant GPTQ writes (Q4_K, Q5_K, Q6_K)", typ)
 	}
 	if rows <= 0 || cols <= 0 || cols%256 != 0 {
 		return nil, fmt.Errorf("gptq: %v rows of %d columns: want a multiple of 256", typ, cols)
 	}
 	k.out = make([]byte, rows*k.nb*k.bytes)
 	k.L = make([]uint8, rows*cols)
-	k.d, k.m = make([]float32, rows*k.nb*8), make([]float32, rows*k.nb*8)
+	k.d, k.m = make([]float32, rows*k.nb*16), make([]float32, rows*k.nb*16)
 	return k, nil
 }
 
@@ -55,11 +58,19 @@ func (k *KBlocksGPTQ) Fit(r, g int, x, imp []float32) error {
 		return fmt.Errorf("gptq: %v super-block of %d values", k.typ, len(x))
 	}
 	y := k.out[(r*k.nb+g)*k.bytes:][:k.bytes]
+	if k.typ == gguf.Q6_K {
+		quantizeBlockQ6_K(y, x, imp)
+		d0 := getF16(y[208:])
+		for j := 0; j < 16; j++ {
+			k.d[(r*k.nb+g)*16+j] = float32(d0 * float32(int8(y[192+j])))
+		}
+		return nil
+	}
 	quantizeKMin(y, x, imp, k.nmax)
 	d0, dmin0 := getF16(y), getF16(y[2:])
 	for j := 0; j < 8; j++ {
 		sc, m := getScaleMinK4(j, y[4:16])
-		i := (r*k.nb+g)*8 + j
+		i := (r*k.nb+g)*16 + j
 		k.d[i], k.m[i] = float32(d0*float32(sc)), float32(dmin0*float32(m))
 	}
 	return nil
@@ -68,7 +79,16 @@ func (k *KBlocksGPTQ) Fit(r, g int, x, imp []float32) error {
 // Round sets the code of row r, column c (in super-block g) nearest x and returns the value
 // the block decodes to.
 func (k *KBlocksGPTQ) Round(r, g, c int, x float32) float32 {
-	i := (r*k.nb+g)*8 + (c%256)/32
+	if k.typ == gguf.Q6_K {
+		d := k.d[(r*k.nb+g)*16+(c%256)/16]
+		l := 0
+		if d != 0 {
+			l = clamp(nearestInt(x/d), -32, 31)
+		}
+		k.L[r*k.cols+c] = uint8(l + 32)
+		return float32(d * float32(l))
+	}
+	i := (r*k.nb+g)*16 + (c%256)/32
 	d, dm := k.d[i], k.m[i]
 	var l int
 	if d != 0 {
@@ -81,7 +101,16 @@ func (k *KBlocksGPTQ) Round(r, g, c int, x float32) float32 {
 // Bytes returns the rows as ggml blocks (after every column was rounded).
 func (k *KBlocksGPTQ) Bytes() []byte {
 	for b := 0; b < k.rows*k.nb; b++ {
-		packKMin(k.out[b*k.bytes:][:k.bytes], k.L[b*256:][:256], k.nmax)
+		y, L := k.out[b*k.bytes:][:k.bytes], k.L[b*256:][:256]
+		if k.typ == gguf.Q6_K {
+			var l8 [256]int8
+			for i, v := range L {
+				l8[i] = int8(v)
+			}
+			packQ6_K(y, l8[:])
+			continue
+		}
+		packKMin(y, L, k.nmax)
 	}
 	return k.out
 }

@@ -27,7 +27,7 @@ func TestKBlocksGPTQDiagonal(t *testing.T) {
 		imp[j] = v
 		H[j*cols+j] = float64(v)
 	}
-	for _, typ := range []gguf.Type{gguf.Q4_K, gguf.Q5_K} {
+	for _, typ := range []gguf.Type{gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		enc, err := For(typ)
 		if err != nil {
 			t.Fatal(err)
@@ -124,7 +124,7 @@ func TestKBlocksGPTQRefuses(t *testing.T) {
 	for _, c := range []struct {
 		typ  gguf.Type
 		cols int
-	}{{gguf.Q4_0, 256}, {gguf.Q6_K, 256}, {gguf.Q4_K, 300}} {
+	}{{gguf.Q4_0, 256}, {gguf.Q3_K, 256}, {gguf.Q4_K, 300}} {
 		if _, err := NewKBlocksGPTQ(c.typ, 2, c.cols); err == nil {
 			t.Errorf("%v × %d: accepted", c.typ, c.cols)
 		}

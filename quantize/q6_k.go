@@ -43,7 +43,7 @@ func quantizeBlockQ6_K(y []byte, x, qw []float32) {
 		clear(y[:210])
 		return
 	}
-	ql, qh, sc := y[0:128], y[128:192], y[192:208]
+	sc := y[192:208]
 	iscale := -128 / maxScale
 	putF16(y[208:], 1/iscale)
 	for ib := 0; ib < 16; ib++ {
@@ -59,6 +59,13 @@ func quantizeBlockQ6_K(y []byte, x, qw []float32) {
 			L[16*j+ii] = int8(clamp(nearestInt(x[16*j+ii]/d), -32, 31) + 32)
 		}
 	}
+	packQ6_K(y, L[:])
+}
+
+// packQ6_K writes the 256 levels L (0…63, the code plus 32) of a Q6_K super-block into y's
+// ql and qh.
+func packQ6_K(y []byte, L []int8) {
+	ql, qh := y[0:128], y[128:192]
 	for j := 0; j < 256; j += 128 {
 		for l := 0; l < 32; l++ {
 			q1, q2 := uint8(L[j+l])&0xF, uint8(L[j+l+32])&0xF
