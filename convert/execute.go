@@ -228,14 +228,21 @@ func (e *ggufEncoder) Buffers() []uint64 { return []uint64{e.bytes} }
 func (e *ggufEncoder) Prepares() bool { return e.rounder != nil && e.rounder.Prepares() }
 
 func (e *ggufEncoder) Prepare(cols int) error {
-	if kBlocks(e.typ) {
-		return e.rounder.PrepareKBlocks(cols)
+	if _, key, _ := blockCodec(e.typ, 1, cols); key != 0 {
+		return e.rounder.PrepareBlocks(key, cols)
 	}
 	return e.rounder.Prepare(q4_0Spec, cols)
 }
 
-// kBlocks reports whether GPTQ writes typ as K-quant super-blocks (quantize.KBlocksGPTQ).
-func kBlocks(typ gguf.Type) bool { return typ == gguf.Q4_K || typ == gguf.Q5_K || typ == gguf.Q6_K }
+// gptqBlockType reports whether GPTQ writes typ through a blockCodec (every GPTQ type but
+// Q4_0, which goes through quantize's groups).
+func gptqBlockType(typ gguf.Type) bool {
+	switch typ {
+	case gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.IQ4_NL:
+		return true
+	}
+	return false
+}
 
 func (e *ggufEncoder) Finish() {
 	if e.rounder != nil {
@@ -250,8 +257,8 @@ func (e *ggufEncoder) Encode(src []float32, r0, r1, cols int, emit func(int, uin
 	defer putBuf(bp)
 	var err error
 	switch {
-	case e.rounder != nil && kBlocks(e.typ):
-		b, rerr := e.rounder.RoundKBlocks(e.typ, src[:nr*cols], nr, cols)
+	case e.rounder != nil && gptqBlockType(e.typ):
+		b, rerr := e.rounder.RoundBlocks(e.typ, src[:nr*cols], nr, cols)
 		if rerr != nil {
 			return rerr
 		}

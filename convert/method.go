@@ -87,8 +87,8 @@ func (r *Rounder) Prepare(spec quantize.GroupSpec, cols int) error {
 	return err
 }
 
-// PrepareKBlocks is Prepare for RoundKBlocks.
-func (r *Rounder) PrepareKBlocks(cols int) error {
+// PrepareBlocks is Prepare for RoundBlocks with the plans' key of its codec.
+func (r *Rounder) PrepareBlocks(key, cols int) error {
 	if !r.Prepares() {
 		return nil
 	}
@@ -98,7 +98,7 @@ func (r *Rounder) PrepareKBlocks(cols int) error {
 	if err != nil || H == nil {
 		return err
 	}
-	_, err = r.gptqPlan(H, kBlockGroup, cols)
+	_, err = r.gptqPlan(H, key, cols)
 	return err
 }
 
@@ -126,11 +126,15 @@ func (r *Rounder) importance() []float32 {
 	return r.imp
 }
 
-// kBlockGroup is the plans' key of the K-quant super-blocks (see RoundKBlocks).
-const kBlockGroup = -256
+// kBlockGroup and block32Group are the plans' keys of the K-quant super-blocks and of the
+// blocks of 32 that RoundBlocks writes.
+const (
+	kBlockGroup  = -256
+	block32Group = -32
+)
 
 // gptqPlan returns the GPTQ plan for groups of group columns, built once. r.mu is held. The
-// K-quant super-blocks (group kBlockGroup) run in column order, each super-block's grid
+// ggml blocks of RoundBlocks (kBlockGroup, block32Group) run in column order, each super-block's grid
 // fitted from the weights as GPTQ has updated them, with diag(H) as llama.cpp's quant_weights:
 // with act-order their grids would come from the original weights, and the tight sub-block
 // ranges clamp the columns processed last (quantize's TestKBlocksGPTQLowersOutputError: 3×
@@ -142,8 +146,8 @@ func (r *Rounder) gptqPlan(H []float64, group, cols int) (*quantize.GPTQPlan, er
 	}
 	opts := r.GPTQ
 	opts.StaticGroups = opts.StaticGroups || opts.ActOrder
-	if key == kBlockGroup {
-		group = 256
+	if key == kBlockGroup || key == block32Group {
+		group = -key
 		opts.ActOrder, opts.StaticGroups, opts.ClipSearch = false, false, true
 	}
 	plan, err := quantize.NewGPTQPlan(H, cols, group, opts)
@@ -157,25 +161,45 @@ func (r *Rounder) gptqPlan(H []float64, group, cols int) (*quantize.GPTQPlan, er
 	return plan, nil
 }
 
-// RoundKBlocks rounds rows × cols weights w into Q4_K or Q5_K blocks with GPTQ
-// (quantize.KBlocksGPTQ) and returns their bytes; nil bytes when the statistics hold no
-// Hessian for the matrix (the caller then uses llama.cpp's quantizer with the importance).
-func (r *Rounder) RoundKBlocks(typ gguf.Type, w []float32, rows, cols int) ([]byte, error) {
+// gptqBlocks is a GPTQ codec that lays its rows out as ggml blocks.
+type gptqBlocks interface {
+	quantize.GPTQQuantizer
+	Bytes() []byte
+}
+
+// blockCodec returns the GPTQ codec of a GGUF type that RoundBlocks writes, and its plans' key
+// (the K-quants' super-blocks, or blocks of 32), or nil.
+func blockCodec(typ gguf.Type, rows, cols int) (gptqBlocks, int, error) {
+	switch typ {
+	case gguf.Q4_K, gguf.Q5_K, gguf.Q6_K:
+		k, err := quantize.NewKBlocksGPTQ(typ, rows, cols)
+		return k, kBlockGroup, err
+	case gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.IQ4_NL:
+		k, err := quantize.NewBlocks32GPTQ(typ, rows, cols)
+		return k, block32Group, err
+	}
+	return nil, 0, nil
+}
+
+// RoundBlocks rounds rows × cols weights w into blocks of typ (one blockCodec takes) with
+// GPTQ and returns their bytes; nil bytes when the statistics hold no Hessian for the matrix
+// (the caller then uses llama.cpp's quantizer with the importance).
+func (r *Rounder) RoundBlocks(typ gguf.Type, w []float32, rows, cols int) ([]byte, error) {
 	if r.method() != MethodGPTQ {
 		return nil, nil
+	}
+	k, key, err := blockCodec(typ, rows, cols)
+	if err != nil || k == nil {
+		return nil, err
 	}
 	r.mu.Lock()
 	H, err := r.hessian()
 	var plan *quantize.GPTQPlan
 	if err == nil && H != nil {
-		plan, err = r.gptqPlan(H, kBlockGroup, cols)
+		plan, err = r.gptqPlan(H, key, cols)
 	}
 	r.mu.Unlock()
 	if err != nil || plan == nil {
-		return nil, err
-	}
-	k, err := quantize.NewKBlocksGPTQ(typ, rows, cols)
-	if err != nil {
 		return nil, err
 	}
 	if _, err := plan.Run(k, w, rows); err != nil {
