@@ -63,14 +63,23 @@ func TestBlocks32GPTQ(t *testing.T) {
 		}
 		return e
 	}
-	for _, typ := range []gguf.Type{gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.IQ4_NL} {
+	for _, typ := range []gguf.Type{gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.IQ4_NL, gguf.IQ4_XS} {
 		enc, _ := For(typ)
 		ref := make([]byte, rows*typ.RowBytes(cols))
 		enc.Quantize(ref, w, rows, cols, imp)
 		wRef := make([]float32, rows*cols)
 		enc.Dequantize(wRef, ref)
 		run := func(H []float64) ([]float32, []float32) {
-			k, err := NewBlocks32GPTQ(typ, rows, cols)
+			var k interface {
+				GPTQQuantizer
+				Bytes() []byte
+			}
+			var err error
+			if typ == gguf.IQ4_XS {
+				k, err = NewKBlocksGPTQ(typ, rows, cols)
+			} else {
+				k, err = NewBlocks32GPTQ(typ, rows, cols)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,13 +1,15 @@
 package quantize
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/gquant/gquant/formats/gguf"
 )
 
-// KBlocksGPTQ is GPTQ's codec for the K-quants Q4_K, Q5_K (a scale and a min per sub-block of
-// 32) and Q6_K (an int8 scale per sub-block of 16): groups of one 256-column super-block, whose
+// KBlocksGPTQ is GPTQ's codec for the super-block types Q4_K, Q5_K (a scale and a min per
+// sub-block of 32), Q6_K (an int8 scale per sub-block of 16) and IQ4_XS (6-bit scales of 32 on
+// the IQ4_NL grid, codes the nearest kvalue): groups of one 256-column super-block, whose
 // grid (fp16 d and dmin, the sub-block scales and mins) Fit chooses as llama.cpp's quantizer
 // does (quantize_row_q4_K_impl / q5_K_impl / q6_K_impl with the importance as quant_weights,
 // or the _ref searches without), and whose codes Round sets one column at a time as GPTQ
@@ -36,8 +38,10 @@ func NewKBlocksGPTQ(typ gguf.Type, rows, cols int) (*KBlocksGPTQ, error) {
 		k.nmax, k.bytes = 31, 176
 	case gguf.Q6_K:
 		k.nmax, k.bytes = 63, 210
+	case gguf.IQ4_XS:
+		k.nmax, k.bytes = 15, 136
 	default:
-		return nil, fmt.Errorf("gptq: %v is not a K-quant GPTQ writes (Q4_K, Q5_K, Q6_K)", typ)
+		return nil, fmt.Errorf("gptq: %v is not a super-block type GPTQ writes (Q4_K, Q5_K, Q6_K, IQ4_XS)", typ)
 	}
 	if rows <= 0 || cols <= 0 || cols%256 != 0 {
 		return nil, fmt.Errorf("gptq: %v rows of %d columns: want a multiple of 256", typ, cols)
@@ -58,6 +62,17 @@ func (k *KBlocksGPTQ) Fit(r, g int, x, imp []float32) error {
 		return fmt.Errorf("gptq: %v super-block of %d values", k.typ, len(x))
 	}
 	y := k.out[(r*k.nb+g)*k.bytes:][:k.bytes]
+	if k.typ == gguf.IQ4_XS {
+		enc, _ := For(gguf.IQ4_XS)
+		enc.Quantize(y, x, 1, 256, imp)
+		d0 := getF16(y)
+		sh := binary.LittleEndian.Uint16(y[2:])
+		for ib := 0; ib < 8; ib++ {
+			ls := int(y[4+ib/2]>>(4*(ib%2))&0xf) | int(sh>>(2*ib)&3)<<4
+			k.d[(r*k.nb+g)*16+ib] = d0 * float32(ls-32)
+		}
+		return nil
+	}
 	if k.typ == gguf.Q6_K {
 		quantizeBlockQ6_K(y, x, imp)
 		d0 := getF16(y[208:])
@@ -79,6 +94,15 @@ func (k *KBlocksGPTQ) Fit(r, g int, x, imp []float32) error {
 // Round sets the code of row r, column c (in super-block g) nearest x and returns the value
 // the block decodes to.
 func (k *KBlocksGPTQ) Round(r, g, c int, x float32) float32 {
+	if k.typ == gguf.IQ4_XS {
+		dl := k.d[(r*k.nb+g)*16+(c%256)/32]
+		q := 8
+		if dl != 0 {
+			q = bestIndexInt8(&kvaluesIQ4NL, x/dl)
+		}
+		k.L[r*k.cols+c] = uint8(q)
+		return dl * float32(kvaluesIQ4NL[q])
+	}
 	if k.typ == gguf.Q6_K {
 		d := k.d[(r*k.nb+g)*16+(c%256)/16]
 		l := 0
@@ -102,6 +126,15 @@ func (k *KBlocksGPTQ) Round(r, g, c int, x float32) float32 {
 func (k *KBlocksGPTQ) Bytes() []byte {
 	for b := 0; b < k.rows*k.nb; b++ {
 		y, L := k.out[b*k.bytes:][:k.bytes], k.L[b*256:][:256]
+		if k.typ == gguf.IQ4_XS {
+			qs := y[8:]
+			for ib := 0; ib < 8; ib++ {
+				for j := 0; j < 16; j++ {
+					qs[16*ib+j] = L[32*ib+j] | L[32*ib+j+16]<<4
+				}
+			}
+			continue
+		}
 		if k.typ == gguf.Q6_K {
 			var l8 [256]int8
 			for i, v := range L {
