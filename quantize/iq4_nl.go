@@ -3,7 +3,7 @@ package quantize
 import "github.com/gquant/gquant/formats/gguf"
 
 // kvaluesIQ4NL is ggml's kvalues_iq4nl, the non-linear 4-bit grid of IQ4_NL and IQ4_XS.
-var kvaluesIQ4NL = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+var kvaluesIQ4NL = gguf.KValuesIQ4NL
 
 // iq4NLCodec is IQ4_NL: blocks of 32, fp16 d then 16 bytes of nibbles laid out as in Q4_0, each
 // indexing kvaluesIQ4NL; w = d·kvalues[q].

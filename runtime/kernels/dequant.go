@@ -3,10 +3,12 @@ package kernels
 import (
 	"encoding/binary"
 	"math"
+
+	"github.com/gquant/gquant/formats/gguf"
 )
 
 // kvaluesIQ4NL is the IQ4_NL codebook (ggml-common.h kvalues_iq4nl).
-var kvaluesIQ4NL = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+var kvaluesIQ4NL = gguf.KValuesIQ4NL
 
 // dequantRow decodes one row of type t from src into dst (len(dst) elements), as ggml's
 // dequantize_row_* functions do. src must hold the row's bytes.
