@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/runtime/arch"
 )
 
@@ -148,6 +149,10 @@ func MakePlan(inv *Inventory, opts PlanOptions) (*Plan, error) {
 	}
 	p, err := MakePlanWith(inv, "gguf", preset.Name, func(t arch.Tensor, shape []uint64) (PlannedTensor, bool, error) {
 		c := st.choose(t.Ref, shape)
+		if c.NeedsImatrix && !opts.HasImatrix {
+			return PlannedTensor{}, false, problems.Usage(fmt.Errorf("--scheme %s: %s: %s needs an importance matrix, as llama-quantize requires: pass --stats FILE (gquant calibrate --imatrix, or llama-imatrix's output)",
+				preset.Name, t.Ref.GGUFName(), c.Type))
+		}
 		pt := PlannedTensor{typ: c.Type, Type: c.Type.String(), Reason: c.Reason, Fallback: c.Fallback}
 		if c.Fallback != "" {
 			pt.Wanted = c.Wanted.String()

@@ -34,7 +34,34 @@ var Presets = []Preset{
 	{"q5_k_m", gguf.Q5_K, 17},
 	{"q6_k", gguf.Q6_K, 18},
 	{"iq4_nl", gguf.IQ4_NL, 25},
+	{"q2_k", gguf.Q2_K, 10},
+	{"q2_k_s", gguf.Q2_K, 21},
+	{"q3_k_s", gguf.Q3_K, 11},
+	{"q3_k_m", gguf.Q3_K, 12},
+	{"q3_k_l", gguf.Q3_K, 13},
+	{"iq4_xs", gguf.IQ4_XS, 30},
+	// llama-quantize's aliases (tools/quantize/quantize.cpp QUANT_OPTIONS): the same ftype, so
+	// the same file.
+	{"q3_k", gguf.Q3_K, 12},
+	{"q4_k", gguf.Q4_K, 15},
+	{"q5_k", gguf.Q5_K, 17},
 }
+
+// llama.cpp's enum llama_ftype (include/llama.h) for the mixes the policy distinguishes.
+const (
+	ftQ4_0   = 2
+	ftQ5_0   = 8
+	ftQ2_K   = 10
+	ftQ3_K_S = 11
+	ftQ3_K_M = 12
+	ftQ3_K_L = 13
+	ftQ4_K_S = 14
+	ftQ4_K_M = 15
+	ftQ5_K_M = 17
+	ftQ2_K_S = 21
+	ftIQ4_NL = 25
+	ftIQ4_XS = 30
+)
 
 // PresetByName finds a preset (case-insensitive).
 func PresetByName(name string) (Preset, error) {
@@ -79,6 +106,10 @@ type Choice struct {
 	Wanted   gguf.Type // what the rules asked for before any shape fallback
 	Reason   string    // rule that decided (empty for the preset's base type)
 	Fallback string    // non-empty when the row length forced another type
+	// NeedsImatrix: llama-quantize refuses to write this tensor without an importance matrix
+	// (llama-quant.cpp tensor_requires_imatrix: a Q2_K tensor of a Q2_K_S file other than
+	// token_embd and output).
+	NeedsImatrix bool
 }
 
 // policyState carries the counters llama-quantize keeps while it walks the tensors.
@@ -126,12 +157,18 @@ func (st *policyState) choose(ref arch.TensorRef, shape []uint64) Choice {
 			if isAttnV {
 				st.iAttnV++
 			}
-			return st.fallback(c, shape)
+			return st.needsImatrix(ref, st.fallback(c, shape))
 		}
 	}
 	t := base
-	ft := st.preset.Name
+	ft := st.preset.FileType
 	nx := int(shape[0])
+	gqa := 1
+	if st.spec.KVHeads > 0 {
+		gqa = st.spec.Heads / st.spec.KVHeads
+	}
+	// llama-quant.cpp llama_tensor_get_type_impl, branch by branch (the MoE, Falcon and 70B
+	// rules do not apply to the families gquant converts).
 	switch {
 	case ref.Role == arch.Output || (st.tied && ref.Role == arch.TokenEmbd):
 		if nx%base.BlockSize() != 0 {
@@ -141,41 +178,81 @@ func (st *policyState) choose(ref arch.TensorRef, shape []uint64) Choice {
 		}
 	case ref.Role == arch.TokenEmbd:
 	case isAttnV:
-		gqa := 1
-		if st.spec.KVHeads > 0 {
-			gqa = st.spec.Heads / st.spec.KVHeads
-		}
 		switch {
-		case ft == "iq4_nl" && gqa >= 4:
+		case ft == ftQ2_K && gqa >= 4:
+			t, c.Reason = gguf.Q4_K, "attn_v with GQA ≥ 4: Q4_K"
+		case ft == ftQ2_K:
+			t, c.Reason = gguf.Q3_K, "attn_v: Q3_K"
+		case ft == ftQ2_K_S && gqa >= 4:
+			t, c.Reason = gguf.Q4_K, "attn_v with GQA ≥ 4: Q4_K"
+		case ft == ftQ3_K_M && st.iAttnV < 2:
+			t, c.Reason = gguf.Q5_K, "attn_v of the first 2 layers: Q5_K"
+		case ft == ftQ3_K_M:
+			t, c.Reason = gguf.Q4_K, "attn_v: Q4_K"
+		case ft == ftQ3_K_L:
+			t, c.Reason = gguf.Q5_K, "attn_v: Q5_K"
+		case (ft == ftIQ4_NL || ft == ftIQ4_XS) && gqa >= 4:
 			t, c.Reason = gguf.Q5_K, "attn_v with GQA ≥ 4: Q5_K"
-		case (ft == "q4_k_m" || ft == "q5_k_m") && useMoreBits(st.iAttnV, st.nAttnV):
+		case (ft == ftQ4_K_M || ft == ftQ5_K_M) && useMoreBits(st.iAttnV, st.nAttnV):
 			t, c.Reason = gguf.Q6_K, "attn_v on a use_more_bits layer: Q6_K"
-		case ft == "q4_k_s" && st.iAttnV < 4:
+		case ft == ftQ4_K_S && st.iAttnV < 4:
 			t, c.Reason = gguf.Q5_K, "attn_v of the first 4 layers: Q5_K"
 		}
 		st.iAttnV++
 	case ref.Role == arch.FFNDown:
 		i, n := ref.Layer, st.spec.Layers
 		switch {
-		case ft == "q4_k_m" && useMoreBits(i, n):
-			t, c.Reason = gguf.Q6_K, "ffn_down on a use_more_bits layer: Q6_K"
-		case ft == "iq4_nl" && i < n/8 && !st.hasImatrix:
+		case ft == ftQ2_K:
+			t, c.Reason = gguf.Q3_K, "ffn_down: Q3_K"
+		case ft == ftQ2_K_S:
+			if i < n/8 {
+				t, c.Reason = gguf.Q4_K, "ffn_down of the first n/8 layers: Q4_K"
+			}
+		case ft == ftQ3_K_M && i < n/16:
+			t, c.Reason = gguf.Q5_K, "ffn_down of the first n/16 layers: Q5_K"
+		case ft == ftQ3_K_M:
+			t, c.Reason = gguf.Q4_K, "ffn_down: Q4_K"
+		case ft == ftQ3_K_L:
+			t, c.Reason = gguf.Q5_K, "ffn_down: Q5_K"
+		case ft == ftQ4_K_M:
+			if useMoreBits(i, n) {
+				t, c.Reason = gguf.Q6_K, "ffn_down on a use_more_bits layer: Q6_K"
+			}
+		case (ft == ftIQ4_NL || ft == ftIQ4_XS) && i < n/8 && !st.hasImatrix:
 			t, c.Reason = gguf.Q5_K, "ffn_down of the first n/8 layers without imatrix: Q5_K"
-		case ft == "q5_k_m" && useMoreBits(i, n):
+		case ft == ftQ5_K_M && useMoreBits(i, n):
 			t, c.Reason = gguf.Q6_K, "ffn_down on a use_more_bits layer: Q6_K"
-		case ft == "q4_k_s" && i < n/8:
+		case ft == ftQ4_K_S && i < n/8:
 			t, c.Reason = gguf.Q5_K, "ffn_down of the first n/8 layers: Q5_K"
-		case (ft == "q4_0" || ft == "q5_0") && st.hasImatrix && i < n/8:
-			if ft == "q4_0" {
+		case (ft == ftQ4_0 || ft == ftQ5_0) && st.hasImatrix && i < n/8:
+			if ft == ftQ4_0 {
 				t = gguf.Q4_1
 			} else {
 				t = gguf.Q5_1
 			}
 			c.Reason = "ffn_down of the first n/8 layers with imatrix: " + t.String()
 		}
+	case ref.Role == arch.AttnOut:
+		switch ft {
+		case ftQ2_K:
+			t, c.Reason = gguf.Q3_K, "attn_output: Q3_K"
+		case ftQ3_K_M:
+			t, c.Reason = gguf.Q4_K, "attn_output: Q4_K"
+		case ftQ3_K_L:
+			t, c.Reason = gguf.Q5_K, "attn_output: Q5_K"
+		}
 	}
 	c.Type = t
-	return st.fallback(c, shape)
+	return st.needsImatrix(ref, st.fallback(c, shape))
+}
+
+// needsImatrix marks what llama-quant.cpp's tensor_requires_imatrix refuses to quantize
+// without an importance matrix, judged on the type after the fallback: among gquant's types,
+// only Q2_K in a Q2_K_S file, token_embd and output excepted.
+func (st *policyState) needsImatrix(ref arch.TensorRef, c Choice) Choice {
+	c.NeedsImatrix = st.preset.FileType == ftQ2_K_S && c.Type == gguf.Q2_K &&
+		ref.Role != arch.TokenEmbd && ref.Role != arch.Output
+	return c
 }
 
 // override applies --tensor-type to float presets (llama-quantize ignores the mix there too).
