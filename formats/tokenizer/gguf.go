@@ -156,7 +156,7 @@ func (t *Tokenizer) spmScores(n int) []float32 {
 		if made[id] || t.tokType[id] != TypeNormal || len([]rune(s)) <= 1 {
 			continue
 		}
-		scores[id] = -float32(len(t.mergeList))
+		scores[id] = -float32(t.nMerges)
 	}
 	return scores
 }

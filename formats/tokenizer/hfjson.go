@@ -108,8 +108,16 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
+	// The form is that of the first entry: decoding the list as strings first
+	// and as pairs after a failure would read a large list twice.
+	pairsForm := false
+	if s := strings.TrimLeft(string(raw), " \t\r\n"); strings.HasPrefix(s, "[") {
+		pairsForm = strings.HasPrefix(strings.TrimLeft(s[1:], " \t\r\n"), "[")
+	}
 	var strs []string
-	if err := json.Unmarshal(raw, &strs); err == nil {
+	if pairsForm {
+		// fall through to the pairs below
+	} else if err := json.Unmarshal(raw, &strs); err == nil {
 		out := make([][2]string, 0, len(strs))
 		for i, s := range strs {
 			k := -1
@@ -194,6 +202,14 @@ func parsePreTokenizer(raw json.RawMessage, out []preStep) ([]preStep, error) {
 			}
 		}
 	case "Split":
+		if c.Pattern != nil && c.Pattern.String != nil {
+			b, ok := splitBehaviors[c.Behavior]
+			if !ok {
+				return nil, fmt.Errorf("Split: unknown behavior %q in %s", c.Behavior, shorten(raw, 200))
+			}
+			out = append(out, preStep{kind: preSplitString, delim: *c.Pattern.String, behavior: b, invert: c.Invert})
+			break
+		}
 		if c.Pattern == nil || c.Pattern.Regex == nil || c.Behavior != "Isolated" || c.Invert {
 			return nil, &errUnknownPre{shorten(raw, 200)}
 		}

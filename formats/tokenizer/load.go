@@ -201,10 +201,15 @@ func fromHF(f *hfFile, opts Options) (*Tokenizer, error) {
 	return t, nil
 }
 
-// setMerges installs the merges (rank = position) and their GGUF strings.
+// setMerges installs the merges (rank = position) and, unless t is
+// SentencePiece-style (whose GGUF form has no merges), their GGUF strings.
 func (t *Tokenizer) setMerges(merges [][2]string) error {
 	t.model.merges = make(map[uint64]merge, len(merges))
-	t.mergeList = make([]string, 0, len(merges))
+	t.nMerges = len(merges)
+	t.mergeList = nil
+	if t.kind != SentencePiece {
+		t.mergeList = make([]string, 0, len(merges))
+	}
 	var bad []string
 	for rank, p := range merges {
 		a, okA := t.model.vocab[p[0]]
@@ -220,9 +225,11 @@ func (t *Tokenizer) setMerges(merges [][2]string) error {
 		if _, dup := t.model.merges[k]; !dup {
 			t.model.merges[k] = merge{rank: int32(rank), id: c}
 		}
-		// GGUF merges: a space inside a part is written as U+0120 (gguf-py).
-		enc := func(s string) string { return strings.ReplaceAll(s, " ", "\u0120") }
-		t.mergeList = append(t.mergeList, enc(p[0])+" "+enc(p[1]))
+		if t.kind != SentencePiece {
+			// GGUF merges: a space inside a part is written as U+0120 (gguf-py).
+			enc := func(s string) string { return strings.ReplaceAll(s, " ", "\u0120") }
+			t.mergeList = append(t.mergeList, enc(p[0])+" "+enc(p[1]))
+		}
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("merges with tokens missing from the vocabulary: %s", strings.Join(bad, ", "))

@@ -56,8 +56,10 @@ type Tokenizer struct {
 	tokens []string
 	// tokType[id] is the GGUF token type.
 	tokType []int32
-	// mergeList holds the merges in rank order as "left right" (GGUF form).
+	// mergeList holds the merges in rank order as "left right" (GGUF form;
+	// byte-level only), nMerges their number.
 	mergeList []string
+	nMerges   int
 
 	added     []*addedToken // all added tokens, by id order
 	special   map[int]bool  // ids of special added tokens
