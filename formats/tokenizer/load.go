@@ -12,7 +12,9 @@ import (
 )
 
 // Load reads tokenizer.json from dir, with tokenizer_config.json,
-// generation_config.json, config.json and chat_template.jinja when present.
+// generation_config.json, config.json and the chat template files
+// (chat_template.jinja, additional_chat_templates/*.jinja, chat_template.json)
+// when present.
 func Load(dir string, opts Options) (*Tokenizer, error) {
 	path := filepath.Join(dir, "tokenizer.json")
 	data, err := os.ReadFile(path)
@@ -186,6 +188,7 @@ func fromHF(f *hfFile, opts Options) (*Tokenizer, error) {
 		return nil, fmt.Errorf("model.merges: %v", err)
 	}
 
+	t.postProc = f.PostProcessor
 	t.template, err = parsePostProcessor(f.PostProcessor, t.tokenID)
 	if err != nil {
 		return nil, err
@@ -265,7 +268,10 @@ func looksSpecial(s string) bool {
 
 // setTypes assigns GGUF token types as convert_hf_to_gguf does: added tokens
 // are control (special, or looking special) or user-defined; SentencePiece
-// byte tokens are byte, its unknown token unknown; ids without a token unused.
+// byte tokens are byte, its unknown token unknown unless it is an added token
+// (then control or user-defined, as _create_vocab_sentencepiece's pass over
+// tokenizer_config.json's added_tokens_decoder makes it); ids without a token
+// unused.
 func (t *Tokenizer) setTypes() {
 	t.tokType = make([]int32, len(t.tokens))
 	for id := range t.tokens {
@@ -284,7 +290,7 @@ func (t *Tokenizer) setTypes() {
 			t.tokType[a.ID] = TypeUserDefined
 		}
 	}
-	if t.kind == SentencePiece && t.model.unk >= 0 {
+	if t.kind == SentencePiece && t.model.unk >= 0 && t.tokType[t.model.unk] == TypeNormal {
 		t.tokType[t.model.unk] = TypeUnknown
 	}
 }

@@ -44,3 +44,51 @@ func TestSplitString(t *testing.T) {
 		t.Errorf("unknown behavior: %v", err)
 	}
 }
+
+// add_sep_token is what gguf-py's SpecialVocab derives from the post-processor (cases worked
+// out by following vocab.py's _try_load_from_tokenizer_json; Gemma's and Llama 2's are also
+// in testdata/golden/convert-spm.json, computed by that code).
+func TestAddSepFromPostProcessor(t *testing.T) {
+	tmpl := func(single, pair string) json.RawMessage {
+		item := func(s string) string {
+			if s == "A" || s == "B" {
+				return `{"Sequence":{"id":"` + s + `","type_id":0}}`
+			}
+			return `{"SpecialToken":{"id":"` + s + `","type_id":0}}`
+		}
+		list := func(s string) string {
+			var out []string
+			for _, f := range strings.Fields(s) {
+				out = append(out, item(f))
+			}
+			return "[" + strings.Join(out, ",") + "]"
+		}
+		return json.RawMessage(`{"type":"TemplateProcessing","single":` + list(single) + `,"pair":` + list(pair) + `}`)
+	}
+	cases := []struct {
+		name     string
+		pp       json.RawMessage
+		sep, eos string
+		want     string // "true", "false" or "" (nothing said)
+	}{
+		{"gemma", tmpl("<bos> A", "<bos> A <bos> B"), "", "<eos>", "false"},
+		{"eos after each", tmpl("A </s>", "A </s> B </s>"), "", "</s>", "false"},
+		{"roberta-like", tmpl("<s> A </s>", "<s> A </s> </s> B </s>"), "", "</s>", "true"},
+		{"sep between", tmpl("<s> A", "<s> A [SEP] B"), "[SEP]", "</s>", "true"},
+		{"no pair", tmpl("<s> A", ""), "", "</s>", ""},
+		{"roberta", json.RawMessage(`{"type":"RobertaProcessing","sep":["</s>",2],"cls":["<s>",0]}`), "", "", "true"},
+		{"sequence", json.RawMessage(`{"type":"Sequence","processors":[{"type":"ByteLevel"},` + string(tmpl("<s> A", "<s> A <s> B")) + `]}`), "", "", "false"},
+		{"byte-level only", json.RawMessage(`{"type":"ByteLevel"}`), "", "", ""},
+		{"null", nil, "", "", ""},
+	}
+	for _, c := range cases {
+		got := addSepFromPostProcessor(c.pp, c.sep, c.eos)
+		s := ""
+		if got != nil {
+			s = map[bool]string{true: "true", false: "false"}[*got]
+		}
+		if s != c.want {
+			t.Errorf("%s: add_sep %q, want %q", c.name, s, c.want)
+		}
+	}
+}
