@@ -12,6 +12,7 @@ import (
 
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/hf/synth"
+	"github.com/gquant/gquant/formats/tokenizer"
 	"github.com/gquant/gquant/internal/peers"
 )
 
@@ -21,10 +22,11 @@ import (
 
 // llamaOp is one request to testdata/interop/llamacpp.mjs.
 type llamaOp struct {
-	Op   string `json:"op"`
-	Text string `json:"text,omitempty"`
-	IDs  []int  `json:"ids,omitempty"`
-	N    int    `json:"n,omitempty"`
+	Op      string `json:"op"`
+	Text    string `json:"text,omitempty"`
+	Special bool   `json:"special,omitempty"` // tokenize: parse special tokens written in the text
+	IDs     []int  `json:"ids,omitempty"`
+	N       int    `json:"n,omitempty"`
 }
 
 type llamaResult struct {
@@ -177,20 +179,28 @@ const multilingualSample = "Hello world! It's 2026, and I'll pay $1,234.56 for 3
 	"Emoji: 🤖🚀👍🏽 and flags 🇫🇷.   Runs   of     spaces, tabs\t\tand\n\n\nnewlines.\n" +
 	"Ünïcödé àccents, Ελληνικά, русский текст, العربية.   12345678901234567890"
 
-// TestInteropSyntheticRealTokenizers: synthetic Llama-2-, Llama-3-, Qwen2- and Qwen3-shaped
-// checkpoints carrying the real tokenizers convert, load in llama.cpp, and llama.cpp
-// tokenizes a multilingual sample exactly as gquant does.
+// TestInteropSyntheticRealTokenizers: synthetic checkpoints carrying the real tokenizers
+// (Llama-2's, as Phi-3 and Mixtral use it, Llama-3's, Qwen3's, Gemma 3's and Gemma 2's) convert,
+// load in llama.cpp, and llama.cpp tokenizes a multilingual sample exactly as gquant does, and
+// the sample between the tokenizer's special tokens (Gemma's chat turn markers) with special
+// tokens parsed. The Gemma vocabularies (256,000 and 262,208 rows, Gemma 3 padded as its 4B
+// model is) ride on a Llama-shaped model with 64-wide rows: only the tokenizer matters here.
 func TestInteropSyntheticRealTokenizers(t *testing.T) {
 	node, nm := peers.Require(t, "node-llama-cpp")
 	lenml := filepath.Join(nm, "@lenml")
-	cases := []struct{ preset, tok string }{
-		{"tiny-llama", "tokenizer-llama2"},
-		{"tiny-llama3", "tokenizer-llama3"},
-		{"tiny-qwen2", "tokenizer-qwen3"},
-		{"tiny-qwen3", "tokenizer-qwen3"},
+	cases := []struct {
+		preset, tok string
+		vocab       int // >0: a narrow Llama-3-shaped model with this many embedding rows
+	}{
+		{"tiny-llama", "tokenizer-llama2", 0},
+		{"tiny-llama3", "tokenizer-llama3", 0},
+		{"tiny-qwen2", "tokenizer-qwen3", 0},
+		{"tiny-qwen3", "tokenizer-qwen3", 0},
+		{"tiny-llama3", "tokenizer-gemma3", 262208},
+		{"tiny-llama3", "tokenizer-gemma2", 256000},
 	}
 	for _, c := range cases {
-		t.Run(c.preset, func(t *testing.T) {
+		t.Run(c.preset+"/"+c.tok, func(t *testing.T) {
 			tokDir := filepath.Join(lenml, c.tok, "models")
 			if _, err := os.Stat(filepath.Join(tokDir, "tokenizer.json")); err != nil {
 				t.Fatalf("real tokenizer missing: %v", err)
@@ -198,6 +208,10 @@ func TestInteropSyntheticRealTokenizers(t *testing.T) {
 			spec, err := synth.Preset(c.preset)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if c.vocab > 0 {
+				spec.Hidden, spec.Intermediate, spec.Heads, spec.KVHeads, spec.HeadDim = 64, 128, 1, 1, 64
+				spec.Vocab = c.vocab
 			}
 			dir := filepath.Join(t.TempDir(), c.preset)
 			if err := synth.Generate(dir, spec, synth.Options{Seed: 7, TokenizerDir: tokDir}); err != nil {
@@ -211,14 +225,67 @@ func TestInteropSyntheticRealTokenizers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ours := inv.Tokenizer.Encode(multilingualSample, false)
+			tk := inv.Tokenizer
+			special := specialSample(tk)
+			ours := tk.Encode(multilingualSample, false)
+			oursSpecial := tk.Encode(special, false)
 			inv.Close()
-			res := runLlama(t, node, nm, out, []llamaOp{{Op: "tokenize", Text: multilingualSample}, {Op: "next", IDs: ours[:8]}})
+			ops := []llamaOp{{Op: "tokenize", Text: multilingualSample},
+				{Op: "tokenize", Text: special, Special: true}, {Op: "next", IDs: ours[:8]}}
+			golden := hfGolden(t, strings.TrimPrefix(c.tok, "tokenizer-"))
+			for _, g := range golden {
+				ops = append(ops, llamaOp{Op: "tokenize", Text: g.Text, Special: true})
+			}
+			res := runLlama(t, node, nm, out, ops)
+			alike := 0
+			for i, g := range golden {
+				got := res[3+i].IDs
+				if equalInts(got, g.IDs) || (len(got) == 0 && len(g.IDs) == 0) {
+					alike++
+					continue
+				}
+				if why := llamaCppDeparts(c.tok, g.Text); why != "" {
+					t.Logf("HF golden %q: llama.cpp departs (%s)", g.Text, why)
+					continue
+				}
+				t.Errorf("HF golden %q:\n llama.cpp %v\n HF        %v", g.Text, got, g.IDs)
+			}
 			if !equalInts(res[0].IDs, ours) {
 				t.Errorf("llama.cpp tokenization differs (%d vs %d tokens)\n llama.cpp %v\n gquant    %v", len(res[0].IDs), len(ours), res[0].IDs, ours)
 			}
+			if !equalInts(res[1].IDs, oursSpecial) {
+				t.Errorf("llama.cpp tokenization of %q with special tokens differs (%d vs %d tokens)\n llama.cpp %v\n gquant    %v",
+					special[:min(len(special), 40)], len(res[1].IDs), len(oursSpecial), res[1].IDs, oursSpecial)
+			}
+			t.Logf("%s: %d + %d tokens alike; %d of %d HF golden texts alike", c.tok, len(ours), len(oursSpecial), alike, len(golden))
 		})
 	}
+}
+
+// specialSample is multilingualSample in a Gemma chat turn when the tokenizer has Gemma's turn
+// markers, otherwise between its BOS and EOS tokens (those it has).
+func specialSample(tk *tokenizer.Tokenizer) string {
+	if tk.IsSpecial(tokenID(tk, "<start_of_turn>")) && tk.IsSpecial(tokenID(tk, "<end_of_turn>")) {
+		return "<start_of_turn>user\n" + multilingualSample + "<end_of_turn>\n<start_of_turn>model\n"
+	}
+	s := multilingualSample
+	if id := tk.BOS(); id >= 0 && tk.IsSpecial(id) {
+		s = tk.Token(id) + s
+	}
+	if id := tk.EOS(); id >= 0 && tk.IsSpecial(id) {
+		s += tk.Token(id)
+	}
+	return s
+}
+
+// tokenID finds a token by its text (-1: none); for tests only, it scans the vocabulary.
+func tokenID(tk *tokenizer.Tokenizer, s string) int {
+	for id := 0; id < tk.VocabSize(); id++ {
+		if tk.Token(id) == s {
+			return id
+		}
+	}
+	return -1
 }
 
 // TestMatchesLlamaQuantizeImatrix: with the same importance matrix (written by llama-imatrix),
@@ -309,4 +376,40 @@ func TestInteropSplitOutput(t *testing.T) {
 	if !equalInts(res[0].IDs, ref.Greedy.NewIDs) {
 		t.Errorf("greedy from the split set: %v", res[0].IDs)
 	}
+}
+
+// llamaCppDeparts says why llama.cpp, by its own design, tokenizes a golden text otherwise than
+// HF tokenizers, or "" when it should not.
+func llamaCppDeparts(tok, text string) string {
+	switch {
+	case strings.HasPrefix(tok, "tokenizer-gemma") && strings.Contains(text, "▁▁"):
+		// convert_hf_to_gguf writes the user-defined tokens "▁▁", "▁▁▁", … with spaces.
+		return "a literal ▁ run is no user-defined token there"
+	case tok == "tokenizer-qwen3" && strings.Contains(text, "e\u0301"):
+		return "no NFC for byte-level vocabularies"
+	case tok == "tokenizer-qwen3" && strings.Contains(text, "</s>"):
+		// llama.cpp types tokens named as end-of-generation markers control.
+		return `"</s>", a normal token of Qwen3, is parsed as a special token`
+	}
+	return ""
+}
+
+// hfCase is a text of the HF tokenizers golden files of formats/tokenizer and its ids without
+// special tokens added.
+type hfCase struct {
+	Text string `json:"text"`
+	IDs  []int  `json:"ids_no_special"`
+}
+
+// hfGolden reads formats/tokenizer's golden file of a real tokenizer (HF tokenizers' output).
+func hfGolden(t *testing.T, name string) []hfCase {
+	b, err := os.ReadFile("../formats/tokenizer/testdata/golden/" + name + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct{ Cases []hfCase }
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g.Cases
 }

@@ -23,18 +23,32 @@ type addedToken struct {
 // single_word, lstrip and rstrip flags.
 type addedMatcher struct {
 	byFirst map[byte][]*addedToken // candidates by first byte, longest first
+	// lens[b] holds the distinct lengths of the candidates starting with byte
+	// b, longest first, and byContent the first candidate of each content: a
+	// lookup per length instead of a comparison per candidate (Gemma 3 has
+	// 6,322 added tokens starting with "<").
+	lens      map[byte][]int
+	byContent map[string]*addedToken
 }
 
 func newAddedMatcher(toks []*addedToken) *addedMatcher {
-	m := &addedMatcher{byFirst: map[byte][]*addedToken{}}
+	m := &addedMatcher{byFirst: map[byte][]*addedToken{}, lens: map[byte][]int{}, byContent: map[string]*addedToken{}}
 	for _, t := range toks {
 		if t.Content == "" {
 			continue
 		}
 		m.byFirst[t.Content[0]] = append(m.byFirst[t.Content[0]], t)
+		if _, dup := m.byContent[t.Content]; !dup {
+			m.byContent[t.Content] = t
+		}
 	}
-	for _, l := range m.byFirst {
+	for b, l := range m.byFirst {
 		sort.SliceStable(l, func(i, j int) bool { return len(l[i].Content) > len(l[j].Content) })
+		for _, t := range l {
+			if n := len(m.lens[b]); n == 0 || m.lens[b][n-1] != len(t.Content) {
+				m.lens[b] = append(m.lens[b], len(t.Content))
+			}
+		}
 	}
 	return m
 }
@@ -92,11 +106,14 @@ func (m *addedMatcher) split(s string, base int, out []segment) []segment {
 	return out
 }
 
-// longestAt returns the longest added token that s[i:] starts with.
+// longestAt returns the longest added token that s[i:] starts with (the first
+// of the list among tokens of the same content).
 func (m *addedMatcher) longestAt(s string, i int) *addedToken {
-	for _, t := range m.byFirst[s[i]] {
-		if strings.HasPrefix(s[i:], t.Content) {
-			return t
+	for _, n := range m.lens[s[i]] {
+		if i+n <= len(s) {
+			if t, ok := m.byContent[s[i:i+n]]; ok {
+				return t
+			}
 		}
 	}
 	return nil

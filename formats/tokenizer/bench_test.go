@@ -34,7 +34,26 @@ func BenchmarkEncodeTinyQwen1MB(b *testing.B)    { benchEncode(b, loadT(b, "test
 func BenchmarkEncodeQwen3_1MB(b *testing.B)      { benchEncode(b, loadPeer(b, "qwen3")) }
 func BenchmarkEncodeLlama3_1MB(b *testing.B)     { benchEncode(b, loadPeer(b, "llama3")) }
 func BenchmarkLoadQwen3(b *testing.B) {
+	dir := requirePeer(b, "qwen3")
 	for i := 0; i < b.N; i++ {
-		loadPeer(b, "qwen3")
+		loadT(b, dir)
 	}
 }
+
+// BenchmarkLoadGemma3: Gemma 3's 262,144 pieces, 514,906 merges and 6,415 added tokens.
+func BenchmarkLoadGemma3(b *testing.B) {
+	dir := requirePeer(b, "gemma3")
+	for i := 0; i < b.N; i++ {
+		loadT(b, dir)
+	}
+}
+func BenchmarkGGUFMetadataGemma3(b *testing.B) {
+	tk := loadPeer(b, "gemma3")
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := tk.GGUFMetadata(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+func BenchmarkEncodeGemma3_1MB(b *testing.B) { benchEncode(b, loadPeer(b, "gemma3")) }

@@ -7,13 +7,18 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"unicode"
 )
 
 // configs holds the optional JSON files beside tokenizer.json.
 type configs struct {
 	tok, gen, model map[string]any
 	dir             string
-	chatJinja       string
+	// chatAlt is the chat template of chat_template.jinja (with the files of
+	// additional_chat_templates/ as a list of named templates), or else of
+	// chat_template.json: a string, a []any of {name, template}, or nil.
+	chatAlt any
 }
 
 // readConfigs reads the optional files; a file that exists but does not
@@ -45,10 +50,94 @@ func readConfigs(dir string) (*configs, error) {
 	if c.model, err = read("config.json"); err != nil {
 		return nil, err
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja")); err == nil {
-		c.chatJinja = string(b)
+	if c.chatAlt, err = readChatTemplateFiles(dir); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// readChatTemplateFiles reads the chat template files that gguf-py's
+// SpecialVocab reads when tokenizer_config.json has no chat_template:
+// chat_template.jinja, with additional_chat_templates/*.jinja making a list of
+// named templates ("default" first, then the others by file name), or else
+// chat_template.json's "chat_template".
+func readChatTemplateFiles(dir string) (any, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja"))
+	if err == nil {
+		extra, _ := filepath.Glob(filepath.Join(dir, "additional_chat_templates", "*.jinja"))
+		if len(extra) == 0 {
+			return string(b), nil
+		}
+		list := []any{map[string]any{"name": "default", "template": string(b)}}
+		for _, f := range extra { // Glob sorts
+			e, err := os.ReadFile(f)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, map[string]any{"name": strings.TrimSuffix(filepath.Base(f), ".jinja"), "template": string(e)})
+		}
+		return list, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	p := filepath.Join(dir, "chat_template.json")
+	b, err = os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: %v", p, err)
+	}
+	return m["chat_template"], nil
+}
+
+// setChatTemplate takes the chat template as gguf-py's SpecialVocab does:
+// tokenizer_config.json's chat_template when the key is there (even null),
+// otherwise the template files; nothing when tokenizer_config.json is missing
+// or an empty object (SpecialVocab stops at a falsy config). A list
+// of named templates gives the default one and the others by name, with
+// their names' characters other than ASCII letters and digits written "_".
+func (t *Tokenizer) setChatTemplate(c *configs) {
+	t.chatTemplate, t.chatTemplates = "", nil
+	if len(c.tok) == 0 {
+		return
+	}
+	v, ok := c.tok["chat_template"]
+	if !ok {
+		v = c.chatAlt
+	}
+	switch v := v.(type) {
+	case string:
+		t.chatTemplate = v
+	case []any:
+		for _, e := range v {
+			m, _ := e.(map[string]any)
+			name, _ := m["name"].(string)
+			tmpl, ok := m["template"].(string)
+			name = strings.Map(func(r rune) rune {
+				if r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+					return r
+				}
+				return '_'
+			}, name)
+			if name == "" || !ok {
+				continue
+			}
+			if name == "default" {
+				t.chatTemplate = tmpl
+				continue
+			}
+			if t.chatTemplates == nil {
+				t.chatTemplates = map[string]string{}
+			}
+			t.chatTemplates[name] = tmpl
+		}
+	}
 }
 
 // intValue returns a JSON number as an int.
@@ -158,25 +247,23 @@ func (t *Tokenizer) applyConfigs(c *configs, opts Options) error {
 		}
 		t.template = t.simpleTemplate()
 	}
+	// add_sep_token: gguf-py writes it only when tokenizer_config.json exists.
+	t.addSep = nil
+	if c.tok != nil {
+		sep, _ := c.tok["sep_token"].(string)
+		eos, _ := c.tok["eos_token"].(string)
+		t.addSep = addSepFromPostProcessor(t.postProc, sep, eos)
+		if v, ok := c.tok["add_sep_token"].(bool); ok {
+			t.addSep = &v
+		}
+	}
 	if v, ok := c.tok["add_prefix_space"].(bool); ok && t.kind == ByteLevel {
 		t.addPrefix = &v
 	} else if t.kind == ByteLevel {
 		t.addPrefix = nil
 	}
 
-	// Chat template: a string, or a list of named templates ("default").
-	switch v := c.tok["chat_template"].(type) {
-	case string:
-		t.chatTemplate = v
-	case []any:
-		for _, e := range v {
-			if m, ok := e.(map[string]any); ok && m["name"] == "default" {
-				t.chatTemplate, _ = m["template"].(string)
-			}
-		}
-	case nil:
-		t.chatTemplate = c.chatJinja
-	}
+	t.setChatTemplate(c)
 
 	// GGUF vocabulary size.
 	t.ggufVocabSize = len(t.tokens)

@@ -5,9 +5,12 @@
 //
 // Two kinds are supported:
 //
-//   - SentencePiece-style BPE as transformers' LlamaConverter writes it (BPE
-//     model with byte_fallback, Prepend/Replace normalizer or Metaspace
-//     pre-tokenizer); GGUF model "llama".
+//   - SentencePiece-style BPE as transformers' LlamaConverter and
+//     GemmaConverter write it (BPE model with byte_fallback; Prepend/Replace
+//     normalizer or Metaspace pre-tokenizer; Gemma: a Replace normalizer and
+//     a Split on " ", which finds nothing after it, and many added tokens:
+//     <start_of_turn>, <end_of_turn>, runs of newlines, tabs and ▁, HTML tags);
+//     GGUF model "llama".
 //   - Byte-level BPE (GPT-2, Llama-3, Qwen2/Qwen3): a Split pre-tokenizer with
 //     one of the known regular expressions, implemented by hand because Go's
 //     regexp has no look-ahead, followed by the ByteLevel mapping; GGUF model

@@ -31,6 +31,10 @@ import (
 //     must be a barrier for the BPE model: no merge involves its symbol, so the
 //     word it sits in merges on each side alone.
 //
+// When "\n" is itself an added token matched before normalization (Gemma),
+// every cut follows a segment boundary of Encode, and only the added-token
+// checks apply.
+//
 // A tokenizer for which this does not hold (newlines in normalized added
 // tokens, a merge across a newline with no splitting pre-tokenizer, …) gets no
 // cuts: the Encoder then keeps the whole text and encodes it at Close, as
@@ -57,10 +61,10 @@ var encoderPiece = 64 << 10
 
 // cutPlan is what an Encoder checks at a candidate cut for its tokenizer.
 type cutPlan struct {
-	gpt2      bool     // the first pre-tokenizer step splits with GPT-2's pattern
-	lstrip    []string // contents of lstrip added tokens matched before normalization
-	newline   []string // contents of such tokens that hold a newline
-	lookahead int      // bytes a candidate cut needs after it to be judged
+	gpt2      bool          // the first pre-tokenizer step splits with GPT-2's pattern
+	lstrip    []string      // contents of lstrip added tokens matched before normalization
+	newline   []*addedToken // such tokens that hold a newline
+	lookahead int           // bytes a candidate cut needs after it to be judged
 }
 
 // NewEncoder returns an Encoder of t; with addSpecial the post-processor's
@@ -168,20 +172,23 @@ func (e *Encoder) lastCut(limit int) int {
 
 // blocks reports whether a raw added token rules out a cut at c: an lstrip
 // token right after it, which would take the newline, or a token written
-// across it. A token that would start before b started the piece before's cut,
-// which was checked.
+// across it. A token that ends at the cut does not, unless it is single_word,
+// whose match depends on the character after it. A token that would start
+// before b started the piece before's cut, which was checked.
 func (p *cutPlan) blocks(b []byte, c int) bool {
 	for _, s := range p.lstrip {
 		if bytes.HasPrefix(b[c:], []byte(s)) {
 			return true
 		}
 	}
-	for _, s := range p.newline {
+	for _, a := range p.newline {
+		s := a.Content
 		for j := 0; j < len(s); j++ {
 			if s[j] != '\n' {
 				continue
 			}
-			if i := c - 1 - j; i >= 0 && bytes.HasPrefix(b[i:], []byte(s)) {
+			i := c - 1 - j
+			if i >= 0 && bytes.HasPrefix(b[i:], []byte(s)) && (i+len(s) > c || a.SingleWord) {
 				return true
 			}
 		}
@@ -220,11 +227,16 @@ func (t *Tokenizer) cutPlan() *cutPlan {
 			p.lstrip = append(p.lstrip, a.Content)
 		}
 		if strings.Contains(a.Content, "\n") {
-			p.newline = append(p.newline, a.Content)
+			p.newline = append(p.newline, a)
 		}
 		if a.LStrip || strings.Contains(a.Content, "\n") {
 			p.lookahead = max(p.lookahead, len(a.Content))
 		}
+	}
+	if t.newlineIsAdded() {
+		// Every newline is an added token of its own: a cut after it is where
+		// Encode starts a new segment anyway, whatever the later stages do.
+		return p
 	}
 	for _, op := range t.normOps {
 		if op.kind != normReplace {
@@ -260,6 +272,22 @@ func (t *Tokenizer) cutPlan() *cutPlan {
 		return nil
 	}
 	return p
+}
+
+// newlineIsAdded reports whether "\n" is an added token matched before
+// normalization that is always taken where it stands: not single_word (whose
+// match depends on the text after it) and not lstrip (which would take white
+// space before it). Encode then gives every newline that no longer token
+// covers its own segment; the Encoder's cuts (after a newline, before a
+// character that is not white space) rule out the longer tokens that hold a
+// newline and would cross the cut (cutPlan.blocks).
+func (t *Tokenizer) newlineIsAdded() bool {
+	for _, a := range t.rawMatch.tokens() {
+		if a.Content == "\n" {
+			return !a.SingleWord && !a.LStrip
+		}
+	}
+	return false
 }
 
 // barrier reports whether the character r never merges with a neighbour, so

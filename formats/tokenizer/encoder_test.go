@@ -57,10 +57,9 @@ func encoderCases(t *testing.T) []encoderCase {
 	meta := rstrip(loadT(t, "testdata/spm-metaspace-old"))
 	cs = append(cs, encoderCase{"gpt2-prefix-space", gpt2, true}, encoderCase{"llama3-prefix-space", llama3, true},
 		encoderCase{"stories-nfc-rstrip", spm, true}, encoderCase{"metaspace-rstrip", meta, true})
-	for _, name := range []string{"qwen3", "llama3", "llama2"} {
-		dir := filepath.Join(tokenizersDir(), "tokenizer-"+name, "models")
-		if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
-			cs = append(cs, encoderCase{name, loadT(t, dir), true})
+	for _, name := range []string{"qwen3", "llama3", "llama2", "gemma3", "gemma2"} {
+		if _, err := os.Stat(filepath.Join(peerDir(name), "tokenizer.json")); err == nil {
+			cs = append(cs, encoderCase{name, loadPeer(t, name), true})
 		}
 	}
 	return cs
@@ -158,6 +157,7 @@ func TestEncoderRandom(t *testing.T) {
 		"\u1100", "\u1161", "\u11a8", "가", "123", "4", "٣", "!", "...", "\"", ".\n", "(x)", "▁", "▁▁",
 		"我想", "🦙", "\xe2\x96", "<|endoftext|>", "<s>", "</s>", "<unk>", "<|im_start|>", "<think>",
 		"<mask>", " <mask>", "[R]", "[R] ", "cat", " cat ", "concat", "<|begin_of_text|>", "<0x0A>",
+		"<start_of_turn>", "<end_of_turn>", "\t\t", "<b>", "\n\n\n",
 	}
 	for _, c := range encoderCases(t) {
 		t.Run(c.name, func(t *testing.T) {

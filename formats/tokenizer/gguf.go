@@ -21,8 +21,12 @@ const (
 	KeyPAD          = "tokenizer.ggml.padding_token_id"
 	KeyAddBOS       = "tokenizer.ggml.add_bos_token"
 	KeyAddEOS       = "tokenizer.ggml.add_eos_token"
+	KeyAddSep       = "tokenizer.ggml.add_sep_token"
 	KeyAddPrefix    = "tokenizer.ggml.add_space_prefix"
 	KeyChatTemplate = "tokenizer.chat_template"
+	// KeyChatTemplates lists the named templates, each under
+	// KeyChatTemplate + "." + name.
+	KeyChatTemplates = "tokenizer.chat_templates"
 )
 
 // llamaEOGNames are the token texts that llama.cpp treats as end of
@@ -37,16 +41,23 @@ var llamaEOGNames = map[string]bool{
 }
 
 // GGUFMetadata returns the tokenizer.ggml.* metadata as convert_hf_to_gguf.py
-// writes it (_set_vocab_gpt2 for byte-level BPE, _set_vocab_llama_hf for
-// SentencePiece-style BPE, then gguf-py's SpecialVocab), with these
-// deliberate differences:
-//   - SentencePiece scores: convert_hf_to_gguf writes -1000 for every token of
-//     a tokenizer.json-only model, which makes llama.cpp merge in the wrong
-//     order. gquant writes score = -rank of the first merge that makes the
-//     token, so that llama.cpp's score-ordered merging follows the merge order
-//     exactly; tokens no merge makes get 0 (single characters, bytes, special
-//     tokens) or -(number of merges) (unreachable longer pieces).
-//   - The unknown token is type unknown (2) as in SentencePiece conversions.
+// writes it (_set_vocab_gpt2 for byte-level BPE; for SentencePiece-style BPE
+// _set_vocab_sentencepiece, which Llama, Gemma 2 and Gemma 3 use when the
+// model ships tokenizer.model, or _set_vocab_llama_hf; then gguf-py's
+// SpecialVocab): added tokens are control (special, or looking special) or
+// user-defined with ▁ written as a space, score -1000; byte tokens are byte;
+// ids with no token are "[PADn]", unused, score -10000; add_sep_token as
+// SpecialVocab reads it from the post-processor. The deliberate differences:
+//   - SentencePiece scores: gquant reads tokenizer.json, not tokenizer.model,
+//     and has no SentencePiece scores (convert_hf_to_gguf writes -1000 for
+//     every token of a tokenizer.json-only model, which makes llama.cpp merge
+//     in the wrong order). gquant writes score = -rank of the first merge
+//     that makes the token, so that llama.cpp's score-ordered merging follows
+//     the merge order exactly; tokens no merge makes get 0 (single
+//     characters, bytes) or -(number of merges) (unreachable longer pieces).
+//     For Llama 2 and Gemma the order is tokenizer.model's (its BPE pieces
+//     score by their merge order), so llama.cpp tokenizes alike.
+//   - The unknown token is type unknown (2) when it is no added token.
 //   - add_bos_token and add_eos_token are always written, so that llama.cpp
 //     adds what HF adds.
 //   - generation_config.json may list several EOS ids; llama.cpp has one EOS
@@ -113,8 +124,18 @@ func (t *Tokenizer) GGUFMetadata() ([]KV, error) {
 		}
 	}
 	kvs = append(kvs, kv(KeyAddBOS, t.addBOS), kv(KeyAddEOS, t.addEOS))
+	if t.addSep != nil {
+		kvs = append(kvs, kv(KeyAddSep, *t.addSep))
+	}
 	if t.addPrefix != nil {
 		kvs = append(kvs, kv(KeyAddPrefix, *t.addPrefix))
+	}
+	// gguf-py writes the named templates first, then the default one.
+	if names := t.ChatTemplateNames(); len(names) > 0 {
+		for _, n := range names {
+			kvs = append(kvs, kv(KeyChatTemplate+"."+n, t.chatTemplates[n]))
+		}
+		kvs = append(kvs, kv(KeyChatTemplates, names))
 	}
 	if t.chatTemplate != "" {
 		kvs = append(kvs, kv(KeyChatTemplate, t.chatTemplate))
@@ -137,7 +158,16 @@ func duplicateToken(tokens []string) string {
 	return ""
 }
 
-// spmScores derives SentencePiece scores from the merge ranks (see GGUFMetadata).
+// Scores that convert_hf_to_gguf's _create_vocab_sentencepiece gives to the
+// tokens that are not the SentencePiece model's own.
+const (
+	scoreAdded  = -1000  // added tokens (tokenizer_config.json's added_tokens_decoder)
+	scoreUnused = -10000 // ids with no token ([PADn])
+)
+
+// spmScores derives SentencePiece scores from the merge ranks (see
+// GGUFMetadata); added tokens score scoreAdded and ids with no token
+// scoreUnused, as convert_hf_to_gguf writes them.
 func (t *Tokenizer) spmScores(n int) []float32 {
 	if t.model.useScores { // built from GGUF: keep the scores
 		out := make([]float32, n)
@@ -156,7 +186,15 @@ func (t *Tokenizer) spmScores(n int) []float32 {
 		if made[id] || t.tokType[id] != TypeNormal || len([]rune(s)) <= 1 {
 			continue
 		}
-		scores[id] = -float32(len(t.mergeList))
+		scores[id] = -float32(t.nMerges)
+	}
+	for _, a := range t.added {
+		scores[a.ID] = scoreAdded
+	}
+	for id := range scores {
+		if id >= len(t.tokType) || t.tokType[id] == TypeUnused {
+			scores[id] = scoreUnused
+		}
 	}
 	return scores
 }
@@ -335,6 +373,13 @@ func FromGGUF(get func(key string) (any, bool)) (*Tokenizer, error) {
 	if t.addEOS, err = boolKey(KeyAddEOS, false); err != nil {
 		return nil, err
 	}
+	if _, ok := get(KeyAddSep); ok {
+		addSep, err := boolKey(KeyAddSep, false)
+		if err != nil {
+			return nil, err
+		}
+		t.addSep = &addSep
+	}
 	if t.addBOS && t.bos < 0 {
 		return nil, fmt.Errorf("%s: true but %s is missing", KeyAddBOS, KeyBOS)
 	}
@@ -344,6 +389,22 @@ func FromGGUF(get func(key string) (any, bool)) (*Tokenizer, error) {
 	t.template = t.simpleTemplate()
 	if t.chatTemplate, err = str(KeyChatTemplate); err != nil {
 		return nil, err
+	}
+	if v, ok := get(KeyChatTemplates); ok {
+		names, ok := v.([]string)
+		if !ok {
+			return nil, fmt.Errorf("%s: has type %T, want []string", KeyChatTemplates, v)
+		}
+		for _, n := range names {
+			tmpl, err := str(KeyChatTemplate + "." + n)
+			if err != nil {
+				return nil, err
+			}
+			if t.chatTemplates == nil {
+				t.chatTemplates = map[string]string{}
+			}
+			t.chatTemplates[n] = tmpl
+		}
 	}
 
 	// Added tokens: llama.cpp matches control, user-defined and unknown

@@ -56,6 +56,7 @@ type component struct {
 	Stop  int `json:"stop"`
 	// TemplateProcessing
 	Single        []templateJSON             `json:"single"`
+	Pair          []templateJSON             `json:"pair"`
 	SpecialTokens map[string]templateSpecial `json:"special_tokens"`
 	// RobertaProcessing, BertProcessing: [token, id]
 	Sep []any `json:"sep"`
@@ -108,8 +109,16 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
+	// The form is that of the first entry: decoding the list as strings first
+	// and as pairs after a failure would read a large list twice.
+	pairsForm := false
+	if s := strings.TrimLeft(string(raw), " \t\r\n"); strings.HasPrefix(s, "[") {
+		pairsForm = strings.HasPrefix(strings.TrimLeft(s[1:], " \t\r\n"), "[")
+	}
 	var strs []string
-	if err := json.Unmarshal(raw, &strs); err == nil {
+	if pairsForm {
+		// fall through to the pairs below
+	} else if err := json.Unmarshal(raw, &strs); err == nil {
 		out := make([][2]string, 0, len(strs))
 		for i, s := range strs {
 			k := -1
@@ -194,6 +203,14 @@ func parsePreTokenizer(raw json.RawMessage, out []preStep) ([]preStep, error) {
 			}
 		}
 	case "Split":
+		if c.Pattern != nil && c.Pattern.String != nil {
+			b, ok := splitBehaviors[c.Behavior]
+			if !ok {
+				return nil, fmt.Errorf("Split: unknown behavior %q in %s", c.Behavior, shorten(raw, 200))
+			}
+			out = append(out, preStep{kind: preSplitString, delim: *c.Pattern.String, behavior: b, invert: c.Invert})
+			break
+		}
 		if c.Pattern == nil || c.Pattern.Regex == nil || c.Behavior != "Isolated" || c.Invert {
 			return nil, &errUnknownPre{shorten(raw, 200)}
 		}
@@ -365,4 +382,91 @@ func parsePostProcessor(raw json.RawMessage, tokID func(string) (int, bool)) ([]
 		return []templateItem{cls, {}, sep}, nil
 	}
 	return nil, fmt.Errorf("unsupported post_processor %s", shorten(raw, 120))
+}
+
+// specialID is the id of a SpecialToken template item, "" for a sequence.
+func (it templateJSON) specialID() string {
+	if it.SpecialToken == nil {
+		return ""
+	}
+	return it.SpecialToken.ID
+}
+
+// sequenceID is the id of a Sequence template item, "" for a special token.
+func (it templateJSON) sequenceID() string {
+	if it.Sequence == nil {
+		return ""
+	}
+	return it.Sequence.ID
+}
+
+// addSepFromPostProcessor is gguf-py's SpecialVocab reading of the
+// post-processor for add_sep_token: true for RobertaProcessing; for a
+// TemplateProcessing, whether its pair template puts the separator or EOS
+// token between the sequences A and B (its "crude parsing", followed step by
+// step). sep and eos are tokenizer_config.json's sep_token and eos_token when
+// they are strings ("" otherwise). nil: nothing to say.
+func addSepFromPostProcessor(raw json.RawMessage, sep, eos string) *bool {
+	if isNull(raw) {
+		return nil
+	}
+	var c component
+	if json.Unmarshal(raw, &c) != nil {
+		return nil
+	}
+	procs := []component{c}
+	if c.Type == "Sequence" {
+		procs = procs[:0]
+		for _, p := range c.Processors {
+			var pc component
+			if json.Unmarshal(p, &pc) == nil {
+				procs = append(procs, pc)
+			}
+		}
+	}
+	var out *bool
+	set := func(v bool) { out = &v }
+	for _, p := range procs {
+		switch p.Type {
+		case "RobertaProcessing":
+			set(true)
+		case "TemplateProcessing":
+			var first, last string
+			if len(p.Single) > 1 {
+				first, last = p.Single[0].specialID(), p.Single[len(p.Single)-1].specialID()
+			}
+			if last != "" {
+				eos = last // SpecialVocab takes the template's last token as EOS
+			}
+			pair := p.Pair
+			if len(pair) == 0 {
+				continue
+			}
+			lo, hi := 0, len(pair)
+			if first != "" && pair[0].specialID() == first {
+				lo = 1
+			}
+			if last != "" && pair[len(pair)-1].specialID() == last {
+				hi--
+			}
+			if lo >= hi {
+				continue
+			}
+			pair = pair[lo:hi]
+			if pair[0].sequenceID() != "A" || pair[len(pair)-1].sequenceID() != "B" || len(pair) < 3 {
+				continue
+			}
+			mid := pair[1 : len(pair)-1]
+			add := false
+			isSep := func(id string) bool { return id != "" && (id == sep || id == eos) }
+			if isSep(mid[0].specialID()) && last == "" {
+				add = true
+			}
+			if len(mid) == 2 && isSep(mid[1].specialID()) {
+				add = true
+			}
+			set(add)
+		}
+	}
+	return out
 }

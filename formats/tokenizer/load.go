@@ -12,7 +12,9 @@ import (
 )
 
 // Load reads tokenizer.json from dir, with tokenizer_config.json,
-// generation_config.json, config.json and chat_template.jinja when present.
+// generation_config.json, config.json and the chat template files
+// (chat_template.jinja, additional_chat_templates/*.jinja, chat_template.json)
+// when present.
 func Load(dir string, opts Options) (*Tokenizer, error) {
 	path := filepath.Join(dir, "tokenizer.json")
 	data, err := os.ReadFile(path)
@@ -186,6 +188,7 @@ func fromHF(f *hfFile, opts Options) (*Tokenizer, error) {
 		return nil, fmt.Errorf("model.merges: %v", err)
 	}
 
+	t.postProc = f.PostProcessor
 	t.template, err = parsePostProcessor(f.PostProcessor, t.tokenID)
 	if err != nil {
 		return nil, err
@@ -201,10 +204,15 @@ func fromHF(f *hfFile, opts Options) (*Tokenizer, error) {
 	return t, nil
 }
 
-// setMerges installs the merges (rank = position) and their GGUF strings.
+// setMerges installs the merges (rank = position) and, unless t is
+// SentencePiece-style (whose GGUF form has no merges), their GGUF strings.
 func (t *Tokenizer) setMerges(merges [][2]string) error {
 	t.model.merges = make(map[uint64]merge, len(merges))
-	t.mergeList = make([]string, 0, len(merges))
+	t.nMerges = len(merges)
+	t.mergeList = nil
+	if t.kind != SentencePiece {
+		t.mergeList = make([]string, 0, len(merges))
+	}
 	var bad []string
 	for rank, p := range merges {
 		a, okA := t.model.vocab[p[0]]
@@ -220,9 +228,11 @@ func (t *Tokenizer) setMerges(merges [][2]string) error {
 		if _, dup := t.model.merges[k]; !dup {
 			t.model.merges[k] = merge{rank: int32(rank), id: c}
 		}
-		// GGUF merges: a space inside a part is written as U+0120 (gguf-py).
-		enc := func(s string) string { return strings.ReplaceAll(s, " ", "\u0120") }
-		t.mergeList = append(t.mergeList, enc(p[0])+" "+enc(p[1]))
+		if t.kind != SentencePiece {
+			// GGUF merges: a space inside a part is written as U+0120 (gguf-py).
+			enc := func(s string) string { return strings.ReplaceAll(s, " ", "\u0120") }
+			t.mergeList = append(t.mergeList, enc(p[0])+" "+enc(p[1]))
+		}
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("merges with tokens missing from the vocabulary: %s", strings.Join(bad, ", "))
@@ -258,7 +268,10 @@ func looksSpecial(s string) bool {
 
 // setTypes assigns GGUF token types as convert_hf_to_gguf does: added tokens
 // are control (special, or looking special) or user-defined; SentencePiece
-// byte tokens are byte, its unknown token unknown; ids without a token unused.
+// byte tokens are byte, its unknown token unknown unless it is an added token
+// (then control or user-defined, as _create_vocab_sentencepiece's pass over
+// tokenizer_config.json's added_tokens_decoder makes it); ids without a token
+// unused.
 func (t *Tokenizer) setTypes() {
 	t.tokType = make([]int32, len(t.tokens))
 	for id := range t.tokens {
@@ -277,7 +290,7 @@ func (t *Tokenizer) setTypes() {
 			t.tokType[a.ID] = TypeUserDefined
 		}
 	}
-	if t.kind == SentencePiece && t.model.unk >= 0 {
+	if t.kind == SentencePiece && t.model.unk >= 0 && t.tokType[t.model.unk] == TypeNormal {
 		t.tokType[t.model.unk] = TypeUnknown
 	}
 }

@@ -1,13 +1,22 @@
 package tokenizer
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // preStep is one step of a pre-tokenizer (HF pre_tokenizers: Split with a
-// known pattern, ByteLevel, Metaspace).
+// known pattern, Split on a literal string, ByteLevel, Metaspace).
 type preStep struct {
 	kind preKind
 	// Split: the pattern.
 	split splitKind
+	// Split on a string (preSplitString): the string, what becomes of each
+	// occurrence, and whether the pieces between occurrences are what is
+	// matched instead (invert).
+	delim    string
+	behavior splitBehavior
+	invert   bool
 	// ByteLevel: split with GPT-2's pattern first; prepend a space.
 	useRegex, addPrefixSpace bool
 	// Metaspace: the replacement ("▁"), when to prepend it, whether to split.
@@ -22,7 +31,26 @@ const (
 	preSplit preKind = iota + 1
 	preByteLevel
 	preMetaspace
+	preSplitString
 )
+
+// splitBehavior is HF's SplitDelimiterBehavior: what a Split does with the
+// text it matches.
+type splitBehavior int
+
+const (
+	behaviorRemoved            splitBehavior = iota + 1 // drop it
+	behaviorIsolated                                    // a piece of its own
+	behaviorMergedWithPrevious                          // joined to the piece before
+	behaviorMergedWithNext                              // joined to the piece after
+	behaviorContiguous                                  // consecutive matches form one piece
+)
+
+// splitBehaviors maps tokenizer.json's behavior names.
+var splitBehaviors = map[string]splitBehavior{
+	"Removed": behaviorRemoved, "Isolated": behaviorIsolated, "MergedWithPrevious": behaviorMergedWithPrevious,
+	"MergedWithNext": behaviorMergedWithNext, "Contiguous": behaviorContiguous,
+}
 
 // prependScheme is Metaspace's prepend_scheme.
 type prependScheme int
@@ -52,6 +80,8 @@ func preTokenize(steps []preStep, s string, first, glued bool, out []string) []s
 			switch st.kind {
 			case preSplit:
 				next = splitPieces(st.split, p, next)
+			case preSplitString:
+				next = splitString(p, st.delim, st.behavior, st.invert, next)
 			case preByteLevel:
 				if st.addPrefixSpace && !head && !strings.HasPrefix(p, " ") {
 					p = " " + p
@@ -113,6 +143,98 @@ func splitMergedWithNext(s, delim string, out []string) []string {
 	}
 	if start < len(s) {
 		out = append(out, s[start:])
+	}
+	return out
+}
+
+// splitString cuts s at the occurrences of delim (leftmost, not overlapping)
+// as HF's Split pre-tokenizer with a String pattern does
+// (NormalizedString::split): the occurrences and the text between them are
+// pieces, merged or dropped as behavior says; with invert the text between
+// occurrences counts as the match. Empty pieces are dropped, as
+// PreTokenizedString::split does.
+func splitString(s, delim string, behavior splitBehavior, invert bool, out []string) []string {
+	if s == "" {
+		return out
+	}
+	type part struct {
+		start, end int
+		match      bool
+	}
+	// The matches and the gaps between them, in order (HF's find_matches).
+	var parts []part
+	if delim == "" {
+		parts = append(parts, part{0, len(s), false})
+	} else {
+		prev := 0
+		for i := 0; i <= len(s)-len(delim); {
+			k := strings.Index(s[i:], delim)
+			if k < 0 {
+				break
+			}
+			at := i + k
+			if at > prev {
+				parts = append(parts, part{prev, at, false})
+			}
+			parts = append(parts, part{at, at + len(delim), true})
+			prev = at + len(delim)
+			i = prev
+		}
+		if prev < len(s) {
+			parts = append(parts, part{prev, len(s), false})
+		}
+	}
+	if invert {
+		for i := range parts {
+			parts[i].match = !parts[i].match
+		}
+	}
+	// Fold the parts into pieces; remove marks a piece that is dropped.
+	type piece struct {
+		start, end int
+		remove     bool
+	}
+	var pieces []piece
+	prevMatch := false
+	switch behavior {
+	case behaviorRemoved, behaviorIsolated:
+		for _, p := range parts {
+			pieces = append(pieces, piece{p.start, p.end, p.match && behavior == behaviorRemoved})
+		}
+	case behaviorContiguous:
+		for _, p := range parts {
+			if n := len(pieces); p.match == prevMatch && n > 0 {
+				pieces[n-1].end = p.end
+			} else {
+				pieces = append(pieces, piece{p.start, p.end, false})
+			}
+			prevMatch = p.match
+		}
+	case behaviorMergedWithPrevious:
+		for _, p := range parts {
+			if n := len(pieces); p.match && !prevMatch && n > 0 {
+				pieces[n-1].end = p.end
+			} else {
+				pieces = append(pieces, piece{p.start, p.end, false})
+			}
+			prevMatch = p.match
+		}
+	case behaviorMergedWithNext:
+		for i := len(parts) - 1; i >= 0; i-- {
+			p := parts[i]
+			if n := len(pieces); p.match && !prevMatch && n > 0 {
+				pieces[n-1].start = p.start
+			} else {
+				pieces = append(pieces, piece{p.start, p.end, false})
+			}
+			prevMatch = p.match
+		}
+		slices.Reverse(pieces)
+	}
+	for _, p := range pieces {
+		if !p.remove && p.end > p.start {
+			out = append(out, s[p.start:p.end])
+		}
 	}
 	return out
 }

@@ -103,6 +103,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(tinyJSON(`{"type":"ByteLevel"}`)))
 	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":0},"merges":[]}}`))
 	f.Add([]byte(`{"model":{"vocab":{"a":0,"b":1,"ab":2},"merges":["a b"],"byte_fallback":true},"normalizer":{"type":"Prepend","prepend":"▁"}}`))
+	f.Add([]byte(`{"model":{"vocab":{"a":0,"b":1,"ab":2,"<0x41>":3},"merges":[["a","b"]],"byte_fallback":true},"added_tokens":[{"id":4,"content":"
+","special":false}],` +
+		`"normalizer":{"type":"Replace","pattern":{"String":" "},"content":"▁"},"pre_tokenizer":{"type":"Split","pattern":{"String":" "},"behavior":"MergedWithPrevious","invert":false}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tk, err := parse(data, Options{})
 		if err == nil {

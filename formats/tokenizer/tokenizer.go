@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"sort"
 	"sync"
 
 	"github.com/gquant/gquant/formats/gguf"
@@ -56,8 +57,10 @@ type Tokenizer struct {
 	tokens []string
 	// tokType[id] is the GGUF token type.
 	tokType []int32
-	// mergeList holds the merges in rank order as "left right" (GGUF form).
+	// mergeList holds the merges in rank order as "left right" (GGUF form;
+	// byte-level only), nMerges their number.
 	mergeList []string
+	nMerges   int
 
 	added     []*addedToken // all added tokens, by id order
 	special   map[int]bool  // ids of special added tokens
@@ -68,11 +71,14 @@ type Tokenizer struct {
 	decodeOps []decodeOp
 	template  []templateItem // post-processor (single sequence)
 	addPrefix *bool          // tokenizer_config add_prefix_space, when given
+	addSep    *bool          // add_sep_token as gguf-py's SpecialVocab finds it, when it does
+	postProc  []byte         // tokenizer.json's post_processor, for applyConfigs
 
 	bos, eos, unk, pad int
 	eosIDs             []int
 	addBOS, addEOS     bool
 	chatTemplate       string
+	chatTemplates      map[string]string // named templates besides the default, by name
 	ggufVocabSize      int
 
 	mu    sync.Mutex
@@ -131,6 +137,21 @@ func (t *Tokenizer) AddEOS() bool { return t.addEOS }
 
 // ChatTemplate returns the Jinja chat template, or "".
 func (t *Tokenizer) ChatTemplate() string { return t.chatTemplate }
+
+// ChatTemplateNames returns the names of the other chat templates
+// (tokenizer_config.json's list of named templates, or
+// additional_chat_templates/), sorted.
+func (t *Tokenizer) ChatTemplateNames() []string {
+	names := make([]string, 0, len(t.chatTemplates))
+	for n := range t.chatTemplates {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// NamedChatTemplate returns the chat template of that name, or "".
+func (t *Tokenizer) NamedChatTemplate(name string) string { return t.chatTemplates[name] }
 
 // Token returns the text of token id as stored in the vocabulary ("" when
 // out of range).

@@ -51,6 +51,13 @@ func loadT(t testing.TB, dir string) *Tokenizer {
 // special tokens follows llama.cpp.
 func checkGolden(t *testing.T, tk *Tokenizer, g *goldenFile, skip map[string]string) {
 	t.Helper()
+	checkGoldenSkips(t, tk, g, skip, nil)
+}
+
+// checkGoldenSkips is checkGolden that also leaves out the decoding without
+// special tokens of the texts in skipDecodeSpecial.
+func checkGoldenSkips(t *testing.T, tk *Tokenizer, g *goldenFile, skip, skipDecodeSpecial map[string]string) {
+	t.Helper()
 	for _, c := range g.Cases {
 		if why, ok := skip[c.Text]; ok {
 			t.Logf("skipped %q: %s", c.Text, why)
@@ -64,6 +71,10 @@ func checkGolden(t *testing.T, tk *Tokenizer, g *goldenFile, skip map[string]str
 		}
 		if got := tk.Decode(c.IDsNoSpecial); got != c.Decoded {
 			t.Errorf("%s: Decode(%v) = %q, want %q", g.Tokenizer, c.IDsNoSpecial, got, c.Decoded)
+		}
+		if why, ok := skipDecodeSpecial[c.Text]; ok {
+			t.Logf("DecodeSkipSpecial of %q skipped: %s", c.Text, why)
+			continue
 		}
 		if got := tk.DecodeSkipSpecial(c.IDs); got != c.DecodedSkipSpecial {
 			t.Errorf("%s: DecodeSkipSpecial(%v) = %q, want %q", g.Tokenizer, c.IDs, got, c.DecodedSkipSpecial)

@@ -3,6 +3,7 @@
 // usage: node llamacpp.mjs REQUEST.json
 // REQUEST: {"model": "m.gguf", "ctx": 256, "ops": [
 //   {"op": "tokenize", "text": "..."}                    -> {"ids": [...]}   (no BOS, no special parsing)
+//   {"op": "tokenize", "text": "...", "special": true}   -> {"ids": [...]}   (no BOS; special tokens written in the text are parsed)
 //   {"op": "greedy", "ids": [...], "n": 32}              -> {"ids": [...]}   (greedy continuation)
 //   {"op": "next", "ids": [...]}                         -> {"id": N}        (argmax after the prompt)
 //   {"op": "probs", "ids": [...], "from": K}             -> {"probs": [[p_0..p_V-1], ...]} for positions K..len-1
@@ -26,7 +27,7 @@ const out = [];
 for (const op of req.ops) {
   switch (op.op) {
     case "tokenize":
-      out.push({ ids: Array.from(model.tokenize(op.text, false)) });
+      out.push({ ids: Array.from(model.tokenize(op.text ?? "", op.special === true)) });
       break;
     case "greedy": {
       await seq.clearHistory();
