@@ -22,7 +22,7 @@ type Model struct {
 	path  string
 	hooks *Hooks
 	pool  *kernels.Pool
-	rope  *rope
+	ropes []*rope // one per table of the graph (arch.Graph.Ropes)
 	graph *arch.Graph
 	plan  *plan
 
@@ -149,7 +149,14 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 	if factors == nil {
 		factors = arch.RopeFreqFactors(s)
 	}
-	m.rope = newRope(s, src.family.RopeLayout(src.format), factors)
+	m.ropes = nil
+	for k, t := range m.graph.Ropes {
+		f := factors
+		if k > 0 {
+			f = nil // the sliding layers' own table takes no scaling
+		}
+		m.ropes = append(m.ropes, newRope(s, t, src.family.RopeLayout(src.format), f))
+	}
 	if src.mask != 0 {
 		m.graph.Mask = src.mask
 	}

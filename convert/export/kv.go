@@ -262,7 +262,7 @@ func WriteKV(dir string, f *gqf.File, o KVOptions) ([]Written, error) {
 	meta := &Metadata{Format: "gquant-onnx-kv/1", Producer: "gquant " + o.Version, Source: filepath.Base(f.Path),
 		Scheme: f.Manifest.Scheme, QDQ: o.QDQ, ContextLength: o.Ctx, Layers: s.Layers, Heads: s.Heads,
 		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Hidden: s.Hidden, Vocab: s.Vocab,
-		RopeInvFreq: arch.RopeInvFreq(s, arch.RopeFreqFactors(s)), RopeAttentionFactor: 1,
+		RopeInvFreq: arch.RopeInvFreq(arch.Ropes(s)[0], arch.RopeFreqFactors(s)), RopeAttentionFactor: 1,
 		AttentionMaskValue: m.mask, BOSID: tok.BOS(), AddBOS: tok.AddBOS(), EOSIDs: tok.EOSIDs()}
 	if meta.EOSIDs == nil {
 		meta.EOSIDs = []int{}

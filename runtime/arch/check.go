@@ -166,6 +166,13 @@ type Stored struct {
 // A tensor the checks need but the file lacks is left to the caller's per-tensor check,
 // which reports it as missing; nothing here or there is sized by an unchecked value.
 func CheckStored(s *Spec, fam Family, format, where string, tensors []Stored) error {
+	if format == "hf" { // a multimodal Gemma 3's text model: its prefix, from the names
+		names := make([]string, len(tensors))
+		for i, t := range tensors {
+			names[i] = t.Name
+		}
+		resolveHF(s, names)
+	}
 	k := keysFor(format, s)
 	name := func(t Tensor) string {
 		if format == "hf" {
@@ -175,7 +182,7 @@ func CheckStored(s *Spec, fam Family, format, where string, tensors []Stored) er
 	}
 	layerPrefix := "blk."
 	if format == "hf" {
-		layerPrefix = "model.layers."
+		layerPrefix = s.hfPrefix() + "layers."
 	}
 	shapes := make(map[string][]int, len(tensors))
 	layers := map[int]string{} // layer index -> its first tensor, in file order
@@ -224,8 +231,8 @@ func CheckStored(s *Spec, fam Family, format, where string, tensors []Stored) er
 	}
 	stored := func(r Role) (string, []int, bool) {
 		t, ok := ref[r]
-		if !ok {
-			return "", nil, false
+		if !ok || (format == "hf" && t.SrcShape != nil) {
+			return "", nil, false // absent, or cut from a fused tensor (checked whole by the caller)
 		}
 		n := name(t)
 		sh, ok := shapes[n]

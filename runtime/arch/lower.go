@@ -115,6 +115,24 @@ func (g *Graph) lowerable() error {
 	if sc := g.Spec.RopeScaling; sc != nil && sc.Type == "yarn" {
 		return fmt.Errorf("rope_scaling: yarn is not supported by the gqf graph")
 	}
+	for _, n := range g.Nodes {
+		bad := ""
+		switch {
+		case n.Op == OpGeGLU || n.Op == OpSoftcap:
+			bad = "op " + string(n.Op)
+		case n.Op == OpEmbed && n.Scale != 0:
+			bad = "a scaled embedding"
+		case n.Op == OpAttention && (n.Cap != 0 || n.Window != 0):
+			bad = "soft-capped or sliding-window attention"
+		case n.Op == OpRope && (n.Rope != 0 || g.Ropes[n.Rope].Dims != g.Spec.HeadDim):
+			bad = "a second or partial rotary table"
+		case n.Op == OpSwiGLU && len(n.Inputs) == 1:
+			bad = "a fused gate_up"
+		}
+		if bad != "" {
+			return fmt.Errorf("graph: node %s: %s is not supported by the gqf graph yet", n.Name, bad)
+		}
+	}
 	return nil
 }
 
@@ -248,7 +266,7 @@ func trimSuffix(s, suffix string) string {
 // values in both halves of a head, sin negated in the first.
 func ropeConsts(s *Spec, L int) []Const {
 	hd, half := s.HeadDim, s.HeadDim/2
-	inv := RopeInvFreq(s, RopeFreqFactors(s))
+	inv := RopeInvFreq(Ropes(s)[0], RopeFreqFactors(s))
 	hc, hs := make([]float32, L*half), make([]float32, L*half)
 	RopeTables(inv, 0, L, hc, hs)
 	cos, sin := make([]float32, L*hd), make([]float32, L*hd)

@@ -1,6 +1,10 @@
 package arch
 
-import "github.com/gquant/gquant/formats/gguf"
+import (
+	"fmt"
+
+	"github.com/gquant/gquant/formats/gguf"
+)
 
 // GGUFMetadata returns the model hyperparameters as llama.cpp reads them, with the exact value
 // types its loader demands (counts UINT32, epsilon and frequency base FLOAT32). The converter
@@ -46,5 +50,41 @@ func GGUFMetadata(s *Spec) []gguf.KV {
 			// carried by the rope_freqs tensor
 		}
 	}
+	switch s.GGUFArch {
+	case "gemma2":
+		kv = append(kv,
+			gguf.KV{Key: a + "attn_logit_softcapping", Value: float32(s.AttnSoftcap)},
+			gguf.KV{Key: a + "final_logit_softcapping", Value: float32(s.FinalSoftcap)},
+			gguf.KV{Key: a + "attention.sliding_window", Value: uint32(s.SlidingWindow)})
+		if s.SlidingPattern != 2 {
+			kv = append(kv, gguf.KV{Key: a + "attention.sliding_window_pattern", Value: uint32(s.SlidingPattern)})
+		}
+	case "gemma3":
+		if s.RopeLocalTheta > 0 {
+			kv = append(kv, gguf.KV{Key: a + "rope.freq_base_swa", Value: float32(s.RopeLocalTheta)})
+		}
+		if s.FinalSoftcap > 0 {
+			kv = append(kv, gguf.KV{Key: a + "final_logit_softcapping", Value: float32(s.FinalSoftcap)})
+		}
+		if s.SlidingWindow > 0 && s.SlidingPattern != 1 { // convert_hf_to_gguf.py's condition
+			kv = append(kv, gguf.KV{Key: a + "attention.sliding_window", Value: uint32(s.SlidingWindow)})
+			if s.SlidingPattern != 6 {
+				kv = append(kv, gguf.KV{Key: a + "attention.sliding_window_pattern", Value: uint32(s.SlidingPattern)})
+			}
+		}
+	}
 	return kv
+}
+
+// CheckGGUF refuses a spec that llama.cpp would run otherwise than gquant does from its GGUF
+// metadata: what the keys cannot say (Gemma's query_pre_attn_scalar, which llama.cpp derives
+// from the layer count).
+func CheckGGUF(s *Spec) error {
+	if s.QueryScalar > 0 && (s.GGUFArch == "gemma2" || s.GGUFArch == "gemma3") {
+		if want := llamaCppQueryScalar(s); s.QueryScalar != want {
+			return fmt.Errorf("query_pre_attn_scalar: %g, but llama.cpp's %s scales the scores by %g^-1/2 for a model of %d layers (GGUF has no key for it)",
+				s.QueryScalar, s.GGUFArch, want, s.Layers)
+		}
+	}
+	return nil
 }
