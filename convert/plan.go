@@ -242,8 +242,15 @@ func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, 
 			pt.trans = t.Transform
 			pt.Transform = t.Transform.String()
 		}
-		if t.Generated && t.Ref.Role == arch.RopeFreqs {
-			pt.values = arch.RopeFreqFactors(spec)
+		if t.Generated {
+			switch t.Ref.Role {
+			case arch.RopeFreqs:
+				pt.values = arch.RopeFreqFactors(spec)
+			case arch.RopeFactorsLong:
+				pt.values, _ = arch.LongRopeFactors(spec, spec.RopeScaling.OriginalContext+1)
+			case arch.RopeFactorsShort:
+				pt.values, _ = arch.LongRopeFactors(spec, 0)
+			}
 		}
 		if len(pt.Name) > 63 {
 			return nil, fmt.Errorf("%s: tensor name longer than 63 bytes", pt.Name)

@@ -60,10 +60,16 @@ func (m *Model) forward(st *State, tokens []int, allLogits bool) []float32 {
 func (m *Model) begin(st *State, n, first int, logits bool) {
 	st.growCache(st.pos + n)
 	st.size(n)
-	for k, r := range m.ropes {
+	for k, r := range st.ropes {
 		st.cos[k] = grow(st.cos[k], n*r.half)
 		st.sin[k] = grow(st.sin[k], n*r.half)
 		arch.RopeTables(r.invFreq, st.pos, n, st.cos[k], st.sin[k])
+		if r.attn != 1 {
+			for i := range st.cos[k] {
+				st.cos[k][i] *= r.attn
+				st.sin[k][i] *= r.attn
+			}
+		}
 	}
 	st.n, st.first = n, first
 	st.logits = nil

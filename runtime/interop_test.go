@@ -246,7 +246,13 @@ func familyCases(t *testing.T) map[string]synth.Spec {
 	g3p2 := g3
 	g3p2.Layers, g3p2.SlidingPattern, g3p2.SlidingWindow, g3p2.KVHeads, g3p2.Heads = 4, 2, 16, 2, 8
 	g3p2.HeadDim, g3p2.FinalSoftcap = 32, 0.3
-	return map[string]synth.Spec{"gemma2": g2, "gemma2-caps": g2caps, "gemma2-mha": g2mha, "gemma3": g3, "gemma3-pattern2": g3p2}
+	p3 := base("tiny-phi3")
+	p3long := p3 // longrope, the long factors (llama.cpp's context and gquant's state exceed 64)
+	p3long.Layers, p3long.OriginalContext, p3long.RopeScaling = 3, 64, phiLongRope(24)
+	p3short := p3 // longrope, the short factors, full rotary, MHA
+	p3short.KVHeads, p3short.PartialRotary, p3short.MaxPositions, p3short.RopeScaling = 4, 0, 131072, phiLongRope(32)
+	return map[string]synth.Spec{"gemma2": g2, "gemma2-caps": g2caps, "gemma2-mha": g2mha, "gemma3": g3, "gemma3-pattern2": g3p2,
+		"phi3": p3, "phi3-longrope": p3long, "phi3-shortrope": p3short}
 }
 
 // TestLlamaCppFamilies: for each family's synthetic checkpoints, stock llama.cpp running
@@ -261,7 +267,9 @@ func TestLlamaCppFamilies(t *testing.T) {
 	const positions = 200
 	for name, spec := range familyCases(t) {
 		t.Run(name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), name)
+			// Not named after the family: llama.cpp's vocabulary loader looks up Phi-3's special
+			// tokens (<|endoftext|>, absent from the synthetic tokenizer) in a model named phi3.
+			dir := filepath.Join(t.TempDir(), "model")
 			if err := synth.Generate(dir, spec, synth.Options{Seed: 11}); err != nil {
 				t.Fatal(err)
 			}

@@ -23,8 +23,11 @@ type Model struct {
 	hooks *Hooks
 	pool  *kernels.Pool
 	ropes []*rope // one per table of the graph (arch.Graph.Ropes)
-	graph *arch.Graph
-	plan  *plan
+	// ropesLong are the tables with longrope's long factors (nil without longrope): a State
+	// whose capacity exceeds the original context takes them, as llama.cpp does.
+	ropesLong []*rope
+	graph     *arch.Graph
+	plan      *plan
 
 	embd *embedding
 	// mats and vecs are the weight matrices and the vectors (norms, biases), by GGUF name;
@@ -149,13 +152,22 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 	if factors == nil {
 		factors = arch.RopeFreqFactors(s)
 	}
-	m.ropes = nil
-	for k, t := range m.graph.Ropes {
-		f := factors
-		if k > 0 {
-			f = nil // the sliding layers' own table takes no scaling
+	tables := func(f []float32, attn float32) []*rope {
+		var rs []*rope
+		for k, t := range m.graph.Ropes {
+			if k > 0 {
+				f, attn = nil, 1 // the sliding layers' own table takes no scaling
+			}
+			r := newRope(s, t, src.family.RopeLayout(src.format), f)
+			r.attn = attn
+			rs = append(rs, r)
 		}
-		m.ropes = append(m.ropes, newRope(s, t, src.family.RopeLayout(src.format), f))
+		return rs
+	}
+	m.ropes = tables(factors, 1)
+	if sc := s.RopeScaling; sc != nil && sc.Type == "longrope" {
+		m.ropes = tables(arch.LongRopeFactors(s, 0))
+		m.ropesLong = tables(arch.LongRopeFactors(s, sc.OriginalContext+1))
 	}
 	if src.mask != 0 {
 		m.graph.Mask = src.mask

@@ -95,7 +95,7 @@ func (m *Model) ropeNode(st *State, en *execNode, y []float32, t0, t1 int) {
 	for t := 0; t < nt; t++ {
 		o := t * dim
 		k := en.n.Rope
-		m.ropes[k].terms(c[o:o+dim], s[o:o+dim], x[o:o+dim], heads, st.ropeCos(k, t0+t), st.ropeSin(k, t0+t))
+		st.ropes[k].terms(c[o:o+dim], s[o:o+dim], x[o:o+dim], heads, st.ropeCos(k, t0+t), st.ropeSin(k, t0+t))
 	}
 	m.point(en, 0, c, nt)
 	m.point(en, 1, s, nt)

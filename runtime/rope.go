@@ -9,6 +9,7 @@ type rope struct {
 	half    int       // the number of rotated pairs: the table's Dims / 2
 	hd      int       // the head dimension
 	invFreq []float32 // per pair, frequency factors and linear scaling folded in
+	attn    float32   // the factor of cos and sin (longrope's attention factor; 1 for none)
 }
 
 // newRope takes the pair frequencies of table t from arch.RopeInvFreq (transformers' float32

@@ -133,7 +133,7 @@ func (j *rowJob) run(_, lo, hi int) {
 					copy(out, in)
 				}
 				k := op.node.n.Rope
-				m.ropes[k].apply(out, op.node.n.Heads, st.ropeCos(k, t), st.ropeSin(k, t))
+				st.ropes[k].apply(out, op.node.n.Heads, st.ropeCos(k, t), st.ropeSin(k, t))
 			case opAdd:
 				a, b := st.row(op.in[0], t), st.row(op.in[1], t)
 				if &a[0] != &out[0] {

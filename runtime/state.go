@@ -22,6 +22,7 @@ type State struct {
 	logits   []float32
 	first, n int
 	cos, sin [][]float32 // per rotary table of the model
+	ropes    []*rope     // the model's tables for the state's capacity (Model.ropesLong)
 	scores   [][]float32 // attention: one per worker
 	side     []float32   // observe.go: points computed for the hooks, and primitive forms
 	side2    []float32
@@ -63,6 +64,10 @@ func (m *Model) NewState(maxTokens int) *State {
 	st.v = make([][]float32, m.spec.Layers)
 	st.scores = make([][]float32, m.pool.Workers())
 	st.cos, st.sin = make([][]float32, len(m.ropes)), make([][]float32, len(m.ropes))
+	st.ropes = m.ropes
+	if m.ropesLong != nil && maxTokens > m.spec.RopeScaling.OriginalContext {
+		st.ropes = m.ropesLong
+	}
 	st.bufs = make([][]float32, len(m.plan.slots))
 	st.linRun = st.lin.run
 	st.attRun = st.att.run
@@ -135,12 +140,12 @@ func (st *State) row(v value, t int) []float32 { return st.rows(v, t, t+1) }
 
 // ropeCos and ropeSin return the rotation tables k of new token t.
 func (st *State) ropeCos(k, t int) []float32 {
-	h := st.m.ropes[k].half
+	h := st.ropes[k].half
 	return st.cos[k][t*h : (t+1)*h]
 }
 
 func (st *State) ropeSin(k, t int) []float32 {
-	h := st.m.ropes[k].half
+	h := st.ropes[k].half
 	return st.sin[k][t*h : (t+1)*h]
 }
 

@@ -32,17 +32,22 @@ type f64Model struct {
 	sliding  []bool    // per layer
 	localInv []float64 // Gemma 3's sliding layers' RoPE
 	rot      int       // rotated dimensions per head
-	cfg      map[string]any
-	w        map[string][]float64
-	shp      map[string][]int
-	hid      int
-	nl       int
-	nh       int
-	nkv      int
-	hd       int
-	eps      float64
-	inv      []float64 // RoPE inverse frequencies
-	tied     bool
+	// longrope (Phi-3): the short and long divisors of the frequencies, the original context
+	// and the factor of cos and sin (transformers' _compute_longrope_parameters).
+	short, long []float64
+	orig        int
+	ropeAttn    float64
+	cfg         map[string]any
+	w           map[string][]float64
+	shp         map[string][]int
+	hid         int
+	nl          int
+	nh          int
+	nkv         int
+	hd          int
+	eps         float64
+	inv         []float64 // RoPE inverse frequencies
+	tied        bool
 }
 
 func num(cfg map[string]any, key string, def float64) float64 {
@@ -114,8 +119,23 @@ func loadF64(t *testing.T, dir string) *f64Model {
 			m.localInv = append(m.localInv, 1/math.Pow(lb, float64(i)/float64(m.rot)))
 		}
 	}
+	m.ropeAttn = 1
 	if rs, ok := c["rope_scaling"].(map[string]any); ok {
 		factor := num(rs, "factor", 1)
+		if rs["type"] == "longrope" {
+			for _, k := range []struct {
+				key string
+				dst *[]float64
+			}{{"short_factor", &m.short}, {"long_factor", &m.long}} {
+				for _, v := range rs[k.key].([]any) {
+					*k.dst = append(*k.dst, v.(float64))
+				}
+			}
+			m.orig = int(num(c, "original_max_position_embeddings", 0))
+			if f := num(c, "max_position_embeddings", 0) / float64(m.orig); f > 1 {
+				m.ropeAttn = math.Sqrt(1 + math.Log(f)/math.Log(float64(m.orig)))
+			}
+		}
 		switch rs["rope_type"] {
 		case "linear": // positions / factor
 			for i := range m.inv {
@@ -179,13 +199,13 @@ func (m *f64Model) rms(x, w []float64) []float64 {
 }
 
 // rotate applies rotate-half RoPE at position p to the first m.rot dimensions of each head
-// of x, with the frequencies inv.
+// of x, with the frequencies inv (cos and sin times the longrope attention factor).
 func (m *f64Model) rotate(x []float64, p int, inv []float64) {
 	h2 := m.rot / 2
 	for h := 0; h < len(x)/m.hd; h++ {
 		v := x[h*m.hd : (h+1)*m.hd]
 		for i := 0; i < h2; i++ {
-			c, s := math.Cos(float64(p)*inv[i]), math.Sin(float64(p)*inv[i])
+			c, s := math.Cos(float64(p)*inv[i])*m.ropeAttn, math.Sin(float64(p)*inv[i])*m.ropeAttn
 			a, b := v[i], v[i+h2]
 			v[i], v[i+h2] = a*c-b*s, b*c+a*s
 		}
@@ -229,6 +249,16 @@ func (m *f64Model) logits(ids []int) [][]float64 {
 		inv := m.inv
 		if m.localInv != nil && m.sliding[l] {
 			inv = m.localInv
+		}
+		if m.short != nil { // longrope: the long divisors for a sequence beyond the original context
+			ext := m.short
+			if n > m.orig {
+				ext = m.long
+			}
+			inv = make([]float64, len(m.inv))
+			for i := range inv {
+				inv[i] = m.inv[i] / ext[i]
+			}
 		}
 		for t := range xs {
 			h := m.rms(xs[t], m.w[p+"input_layernorm.weight"])
@@ -367,11 +397,31 @@ func synthCases(t *testing.T) map[string]synth.Spec {
 	gemma3.RopeTheta, gemma3.RopeScaling = 100, &synth.RopeScaling{Type: "linear", Factor: 2}
 	gemma3mha := base("tiny-gemma3")
 	gemma3mha.Layers, gemma3mha.KVHeads, gemma3mha.HeadDim, gemma3mha.FinalSoftcap = 2, 4, 0, 0.3
+	// Phi-3: partial rotary, GQA, and longrope with an original context below the sequence
+	// (its long factors) and above it (its short ones).
+	phi3 := base("tiny-phi3")
+	phi3long := phi3
+	phi3long.Layers, phi3long.KVHeads, phi3long.OriginalContext, phi3long.RopeScaling = 3, 4, 16, phiLongRope(24)
+	phi3short := phi3long
+	phi3short.OriginalContext, phi3short.PartialRotary, phi3short.RopeScaling = 64, 0, phiLongRope(32)
 	return map[string]synth.Spec{
 		"qwen2": base("tiny-qwen2"), "qwen3": base("tiny-qwen3"), "mistral": base("tiny-mistral"),
 		"llama3": llama3, "linear": linear, "llama": base("tiny-llama"),
 		"gemma2": gemma2, "gemma3": gemma3, "gemma3-mha": gemma3mha,
+		"phi3": phi3, "phi3-longrope": phi3long, "phi3-shortrope": phi3short,
 	}
+}
+
+// phiLongRope is a longrope rope_scaling of n pairs: short divisors from 1 to 1.5, long ones
+// from 1 to 40 (Phi-3-mini-128k's span).
+func phiLongRope(n int) *synth.RopeScaling {
+	rs := &synth.RopeScaling{Type: "longrope"}
+	for i := range n {
+		x := float64(i) / float64(n-1)
+		rs.ShortFactor = append(rs.ShortFactor, 1+0.5*x*x)
+		rs.LongFactor = append(rs.LongFactor, 1+39*x*x*x)
+	}
+	return rs
 }
 
 // synthIDs is a fixed token sequence of n ids below 512.

@@ -88,6 +88,11 @@ type Spec struct {
 	// FusedGateUp: the FFN's gate and up projections are one matrix (ffn_up, gate rows first,
 	// 2×Intermediate rows), as Phi-3 stores them and llama.cpp's phi3 reads them.
 	FusedGateUp bool
+	// OriginalContext is Phi-3's original_max_position_embeddings (llama.cpp's
+	// rope.scaling.original_context_length); RopeAttnFactor its rope.scaling.attn_factor as a
+	// GGUF file states it (the loader turns both into a longrope RopeScaling).
+	OriginalContext int
+	RopeAttnFactor  float64
 	// HFPrefix is the HF name prefix of the decoder's tensors ("" for "model."; a multimodal
 	// checkpoint's text model has its own, set from the checkpoint's names by CheckHF).
 	HFPrefix string
@@ -264,7 +269,7 @@ type Family interface {
 	RopeLayout(format string) RopeLayout
 }
 
-var families = []Family{llamaFamily{}, qwen2Family{}, qwen3Family{}, gemma2Family{}, gemma3Family{}}
+var families = []Family{llamaFamily{}, qwen2Family{}, qwen3Family{}, gemma2Family{}, gemma3Family{}, phi3Family{}}
 
 // Families lists every supported family.
 func Families() []Family { return families }

@@ -21,7 +21,7 @@ func GGUFMetadata(s *Spec) []gguf.KV {
 		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
 		{Key: a + "attention.layer_norm_rms_epsilon", Value: float32(s.RMSEps)},
 		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
-		{Key: a + "rope.dimension_count", Value: uint32(s.HeadDim)},
+		{Key: a + "rope.dimension_count", Value: uint32(s.RotDims())},
 		{Key: a + "vocab_size", Value: uint32(s.Vocab)},
 	}
 	if s.ExplicitHeadDim {
@@ -58,6 +58,13 @@ func GGUFMetadata(s *Spec) []gguf.KV {
 			gguf.KV{Key: a + "attention.sliding_window", Value: uint32(s.SlidingWindow)})
 		if s.SlidingPattern != 2 {
 			kv = append(kv, gguf.KV{Key: a + "attention.sliding_window_pattern", Value: uint32(s.SlidingPattern)})
+		}
+	case "phi3": // Phi3MiniModel.set_gguf_parameters, generate_extra_tensors
+		kv = append(kv,
+			gguf.KV{Key: a + "rope.scaling.original_context_length", Value: uint32(s.OriginalContext)},
+			gguf.KV{Key: a + "attention.sliding_window", Value: uint32(0)})
+		if sc := s.RopeScaling; sc != nil && sc.Type == "longrope" {
+			kv = append(kv, gguf.KV{Key: a + "rope.scaling.attn_factor", Value: float32(sc.LongAttnFactor)})
 		}
 	case "gemma3":
 		if s.RopeLocalTheta > 0 {

@@ -159,8 +159,11 @@ func (s Spec) Validate() error {
 	if !(s.RopeTheta > 0) || !(s.RMSNormEps > 0) {
 		bad("rope-theta/rms-norm-eps", "must be positive")
 	}
-	if rs := s.RopeScaling; rs != nil && (rs.Type == "" || !(rs.Factor > 0)) {
+	if rs := s.RopeScaling; rs != nil && (rs.Type == "" || (!(rs.Factor > 0) && rs.Type != "longrope")) {
 		bad("rope-scaling", "needs a type and a positive factor")
+	}
+	if rs := s.RopeScaling; rs != nil && rs.Type == "longrope" && (len(rs.ShortFactor) == 0 || len(rs.ShortFactor) != len(rs.LongFactor)) {
+		bad("rope-scaling", "longrope needs as many short as long factors")
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("synth: spec: %s", strings.Join(errs, "; "))
