@@ -436,11 +436,12 @@ func TestAIMETKVNamesMatchONNX(t *testing.T) {
 // TestInteropKVFamilies: the deployment graphs of the other families gquant lowers, run by
 // ONNX Runtime as TestInteropKV runs them, reproduce gquant's runtime on the same f16 file:
 // tiny-llama3 (grouped-query attention, llama3 rope scaling in rope_inv_freq, tied), tiny-qwen2
-// (q/k/v biases) and tiny-qwen3 (per-head q/k norms, head_dim 128 ≠ hidden/heads), in two
+// (q/k/v biases), tiny-qwen3 (per-head q/k norms, head_dim 128 ≠ hidden/heads) and tiny-gemma2
+// (GeGLU, post-norms, scaled embedding, soft-capping; its window 64 spans the context), in two
 // parts, prompt and token graphs, KL ≤ 1e-5 and every logit within 1e-3 of the runtime's.
 func TestInteropKVFamilies(t *testing.T) {
 	node, modules := peers.Require(t, "onnxruntime-node")
-	for _, preset := range []string{"tiny-llama3", "tiny-qwen2", "tiny-qwen3"} {
+	for _, preset := range []string{"tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2"} {
 		spec, err := synth.Preset(preset)
 		if err != nil {
 			t.Fatal(err)

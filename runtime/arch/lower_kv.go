@@ -78,6 +78,18 @@ func (g *Graph) LowerKV(o KVOptions) (*Lowered, error) {
 	case o.First < 0 || o.First >= o.Last || o.Last > s.Layers:
 		return nil, fmt.Errorf("layers [%d, %d): not a range of the model's %d layers", o.First, o.Last, s.Layers)
 	}
+	// The inputs carry one rotary table over whole heads and one mask: what needs more is
+	// refused by name (the full graph, Lower, has them all).
+	switch w := g.Window(); {
+	case w > 0 && w < o.Ctx:
+		return nil, fmt.Errorf("ctx: %d exceeds the sliding window %d: the deployment graph has one attention_mask (use a context of at most the window)", o.Ctx, w)
+	case len(g.Ropes) > 1:
+		return nil, fmt.Errorf("rope: the sliding layers' own rotary table (rope_local_base_freq) is not supported by the deployment graph")
+	case g.Ropes[0].Dims != s.HeadDim:
+		return nil, fmt.Errorf("rope: partial rotary (%d of %d dimensions) is not supported by the deployment graph", g.Ropes[0].Dims, s.HeadDim)
+	case s.RopeScaling != nil && s.RopeScaling.Type == "longrope":
+		return nil, fmt.Errorf("rope_scaling: longrope is not supported by the deployment graph")
+	}
 	return g.lower(o.AR, &o)
 }
 
@@ -172,6 +184,7 @@ func (b *lowerer) attentionKV(n *Node, o *KVOptions, qh, kh, vh string) {
 	scores := []int64{nkv, grp, ar, ctx}
 	kq := b.emit(gqf.OpMatMul, p+pointKQ, "", scores, []string{qg, kAll})
 	kq = b.emit(gqf.OpElementWiseMultiply, p+pointKQScaled, "", scores, []string{kq, ConstScale})
+	kq = b.softcap(n, p, kq, scores)
 	kq = b.emit(gqf.OpElementWiseAdd, p+pointKQMasked, "", scores, []string{kq, InputAttentionMask})
 	kq = b.emit(gqf.OpSoftmax, p+pointSoftmax, "", scores, []string{kq}, attrInt("axis", -1))
 	kqv := b.emit(gqf.OpMatMul, p+"kqv", n.Name, []int64{nkv, grp, ar, hd}, []string{kq, vAll})
