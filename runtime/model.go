@@ -94,9 +94,6 @@ func Load(path string, opts Options) (*Model, error) {
 // activation encodings by point (nil for none).
 func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 	s := src.spec
-	if s.RopeScaling != nil && s.RopeScaling.Type == "yarn" {
-		return nil, fmt.Errorf("%s: rope_scaling: yarn is not supported by the runtime", src.file)
-	}
 	m := &Model{spec: s, tok: src.tok, path: src.file, hooks: opts.Hooks, close: src.close,
 		mats: map[string]*kernels.Matrix{}, vecs: map[string][]float32{}, dyn: src.dyn, dynInKernel: map[*kernels.Matrix]bool{},
 		blocks: opts.Blocks, fileBacked: map[*kernels.Matrix]bool{}}

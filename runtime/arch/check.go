@@ -21,6 +21,7 @@ const MaxContext = math.MaxInt32
 type keyNames struct {
 	hidden, intermediate, layers, heads, kvHeads, headDim, vocab, context, eps, theta string
 	factor, lowFreq, highFreq, origContext, extFactor, attnFactor, betaFast, betaSlow string
+	scaling                                                                           string
 }
 
 var hfKeys = &keyNames{
@@ -30,7 +31,7 @@ var hfKeys = &keyNames{
 	factor: "rope_scaling.factor", lowFreq: "rope_scaling.low_freq_factor",
 	highFreq: "rope_scaling.high_freq_factor", origContext: "rope_scaling.original_max_position_embeddings",
 	extFactor: "rope_scaling.extrapolation_factor", attnFactor: "rope_scaling.attention_factor",
-	betaFast: "rope_scaling.beta_fast", betaSlow: "rope_scaling.beta_slow",
+	betaFast: "rope_scaling.beta_fast", betaSlow: "rope_scaling.beta_slow", scaling: "rope_scaling",
 }
 
 // ggufKeys are the llama.cpp metadata keys of architecture a ("llama"). The vocabulary is the
@@ -45,6 +46,7 @@ func ggufKeys(a string) *keyNames {
 		highFreq: "rope_freqs.weight", origContext: p + "rope.scaling.original_context_length",
 		extFactor: p + "rope.scaling.yarn_ext_factor", attnFactor: p + "rope.scaling.yarn_attn_factor",
 		betaFast: p + "rope.scaling.yarn_beta_fast", betaSlow: p + "rope.scaling.yarn_beta_slow",
+		scaling: p + "rope.scaling.type",
 	}
 }
 
@@ -133,6 +135,9 @@ func (s *Spec) validate(k *keyNames) error {
 			}
 			f32(k.betaFast, sc.YarnBetaFast, 0, false, 0)
 			f32(k.betaSlow, sc.YarnBetaSlow, 0, false, 0)
+			// Read and checked, then refused: the runtime does not compute YaRN, so that
+			// convert, run, calibrate and verify all refuse such a model alike.
+			bad(k.scaling, "yarn is not supported (supported: linear, llama3; longrope for Phi-3)")
 		}
 	}
 	if len(probs) > 0 {

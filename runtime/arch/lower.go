@@ -125,9 +125,6 @@ const MaxGraphLen = 8192
 // Lower returns the primitive form of g over L positions, L in [1, min(the model's context
 // length, MaxGraphLen)]; another L is refused before anything is sized by it.
 func (g *Graph) Lower(L int) (*Lowered, error) {
-	if err := g.lowerable(); err != nil {
-		return nil, err
-	}
 	s := g.Spec
 	switch {
 	case L < 1:
@@ -138,14 +135,6 @@ func (g *Graph) Lower(L int) (*Lowered, error) {
 		return nil, fmt.Errorf("max_len: %d exceeds the longest graph gquant lowers, %d positions (attn.mask alone would take %d MiB)", L, MaxGraphLen, int64(L)*int64(L)*4>>20)
 	}
 	return g.lower(L, nil)
-}
-
-// lowerable refuses what the primitive graph cannot express.
-func (g *Graph) lowerable() error {
-	if sc := g.Spec.RopeScaling; sc != nil && sc.Type == "yarn" {
-		return fmt.Errorf("rope_scaling: yarn is not supported by the gqf graph")
-	}
-	return nil
 }
 
 // lower builds the primitive graph over L new positions: with no KV cache (kv nil) or, as

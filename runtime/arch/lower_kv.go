@@ -61,9 +61,6 @@ type KVOptions struct {
 // LowerKV returns the deployment form of g (see above): AR in [1, Ctx), Ctx at most the
 // model's context length, and a non-empty range of layers.
 func (g *Graph) LowerKV(o KVOptions) (*Lowered, error) {
-	if err := g.lowerable(); err != nil {
-		return nil, err
-	}
 	s := g.Spec
 	if o.Last == 0 {
 		o.Last = s.Layers
