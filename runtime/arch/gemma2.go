@@ -3,12 +3,11 @@ package arch
 import (
 	"fmt"
 	"math"
-	"strings"
 )
 
-// gemma2Family covers Gemma2ForCausalLM (GGUF arch "gemma2") and gemma3Family
-// Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration (GGUF arch "gemma3"),
-// as transformers' modeling_gemma2.py and modeling_gemma3.py compute them:
+// gemma2Family covers Gemma2ForCausalLM (GGUF arch "gemma2"; gemma3.go has Gemma 3, which
+// shares this file's helpers), as transformers' modeling_gemma2.py and modeling_gemma3.py
+// compute them:
 //
 //	h = embed(ids)·√hidden
 //	per layer: a = attn(norm(h)), h += post_attention_norm(a)
@@ -21,36 +20,19 @@ import (
 // Qwen3) and gives its sliding layers a RoPE base of their own, without the rope scaling of
 // the global ones. Sliding-window attention alternates with global attention (Gemma 2: every
 // other layer; Gemma 3: five in six). RoPE is rotate-half in HF and GGUF alike.
-type (
-	gemma2Family struct{}
-	gemma3Family struct{}
-)
+type gemma2Family struct{}
 
 func (gemma2Family) Name() string              { return "gemma2" }
 func (gemma2Family) HFArchitectures() []string { return []string{"Gemma2ForCausalLM"} }
 func (gemma2Family) GGUFArch() string          { return "gemma2" }
-func (gemma3Family) Name() string              { return "gemma3" }
-func (gemma3Family) HFArchitectures() []string {
-	return []string{"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"}
-}
-func (gemma3Family) GGUFArch() string { return "gemma3" }
 
-// gemma2Defaults and gemma3Defaults are the values transformers' Gemma2Config and
-// Gemma3TextConfig take for keys a config.json leaves out (Gemma 3's multimodal configs leave
-// out most of text_config).
+// gemma2Defaults are the values transformers' Gemma2Config takes for keys a config.json
+// leaves out.
 var gemma2Defaults = map[string]any{
 	"vocab_size": 256000.0, "hidden_size": 2304.0, "intermediate_size": 9216.0, "num_hidden_layers": 26.0,
 	"num_attention_heads": 8.0, "num_key_value_heads": 4.0, "head_dim": 256.0, "max_position_embeddings": 8192.0,
 	"rms_norm_eps": 1e-6, "rope_theta": 10000.0, "query_pre_attn_scalar": 256.0, "sliding_window": 4096.0,
 	"final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0, "tie_word_embeddings": true,
-	"hidden_activation": "gelu_pytorch_tanh",
-}
-
-var gemma3Defaults = map[string]any{
-	"vocab_size": 262208.0, "hidden_size": 2304.0, "intermediate_size": 9216.0, "num_hidden_layers": 26.0,
-	"num_attention_heads": 8.0, "num_key_value_heads": 4.0, "head_dim": 256.0, "max_position_embeddings": 131072.0,
-	"rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256.0,
-	"sliding_window": 4096.0, "sliding_window_pattern": 6.0, "tie_word_embeddings": true,
 	"hidden_activation": "gelu_pytorch_tanh",
 }
 
@@ -174,44 +156,6 @@ func (gemma2Family) SpecFromHF(cfg map[string]any) (*Spec, error) {
 	return finish(s, r2)
 }
 
-func (gemma3Family) SpecFromHF(cfg map[string]any) (*Spec, error) {
-	r := &cfgReader{m: cfg}
-	m, act := gemmaConfig(cfg, gemma3Defaults, r)
-	// transformers ≥ 5 nests the RoPE of each kind of layer in rope_parameters.
-	local := 0.0
-	if rp, ok := m["rope_parameters"].(map[string]any); ok {
-		if full, ok := rp["full_attention"].(map[string]any); ok {
-			m["rope_parameters"] = full
-		}
-		if sl, ok := rp["sliding_attention"].(map[string]any); ok {
-			rr := &cfgReader{m: sl}
-			local = rr.floatOpt("rope_theta", 0)
-			if t := rr.str("rope_type"); t != "" && t != "default" {
-				r.err = append(r.err, fmt.Sprintf("rope_parameters.sliding_attention.rope_type: %q is not supported (llama.cpp scales only the global layers' RoPE)", t))
-			}
-			r.err = append(r.err, rr.err...)
-		}
-	}
-	s, r2 := commonSpec(m, "gemma3", "gemma3", true)
-	r2.err = append(r.err, r2.err...)
-	gemmaCommon(s, m, r2, act, 6)
-	s.QKNorm = true
-	s.RopeLocalTheta = r2.floatOpt("rope_local_base_freq", 10000)
-	if local > 0 {
-		s.RopeLocalTheta = local
-	}
-	if s.AttnSoftcap != 0 {
-		r2.err = append(r2.err, "attn_logit_softcapping: Gemma 3 has none (llama.cpp's gemma3 does not soft-cap the scores)")
-	}
-	if sc := s.RopeScaling; sc != nil && sc.Type != "linear" {
-		r2.err = append(r2.err, fmt.Sprintf("rope_scaling: %s is not supported for gemma3 (llama.cpp scales its global layers linearly)", sc.Type))
-	}
-	if r2.boolOpt("attention_bias", false) {
-		r2.err = append(r2.err, "attention_bias: true is not supported for gemma3")
-	}
-	return finish(s, r2)
-}
-
 // llamaCppQueryScalar is the query scalar llama.cpp's gemma2 and gemma3 use (GGUF has no key
 // for it): hidden/heads for the 27B models (46 and 62 layers), head_dim otherwise.
 func llamaCppQueryScalar(s *Spec) float64 {
@@ -249,12 +193,7 @@ func (gemma2Family) SpecFromGGUF(get func(string) (any, bool)) (*Spec, error) {
 	return finishGGUF(gemmaSpecGGUF(get, "gemma2", 2))
 }
 
-func (gemma3Family) SpecFromGGUF(get func(string) (any, bool)) (*Spec, error) {
-	return finishGGUF(gemmaSpecGGUF(get, "gemma3", 6))
-}
-
 func (gemma2Family) Tensors(s *Spec) []Tensor { return gemmaTensors(s) }
-func (gemma3Family) Tensors(s *Spec) []Tensor { return gemmaTensors(s) }
 
 // gemmaTensors lists a Gemma 2 or 3 model's tensors; the text model of a multimodal Gemma 3
 // checkpoint is under its own prefix (Spec.HFPrefix).
@@ -300,33 +239,4 @@ func gemmaTensors(s *Spec) []Tensor {
 
 func (gemma2Family) IgnoredHF(name string) (string, bool) { return ignoredCommon(name) }
 
-// IgnoredHF drops the vision tower and the projector of a Gemma3ForConditionalGeneration
-// checkpoint: gquant converts and runs its text model.
-func (gemma3Family) IgnoredHF(name string) (string, bool) {
-	for _, p := range []string{"vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector."} {
-		if strings.HasPrefix(name, p) {
-			return "vision tower of Gemma3ForConditionalGeneration: only the text model is converted", true
-		}
-	}
-	return ignoredCommon(name)
-}
-
 func (gemma2Family) RopeLayout(string) RopeLayout { return RopeNeoX }
-func (gemma3Family) RopeLayout(string) RopeLayout { return RopeNeoX }
-
-// resolveHF sets the HF name prefix of a Gemma 3 text model from the checkpoint's names:
-// "model.language_model." (transformers ≥ 4.52) or "language_model.model." (earlier
-// multimodal checkpoints), "model." otherwise.
-func resolveHF(s *Spec, names []string) {
-	if s.Family != "gemma3" {
-		return
-	}
-	for _, n := range names {
-		for _, p := range []string{"model.language_model.", "language_model.model."} {
-			if strings.HasPrefix(n, p) {
-				s.HFPrefix = p
-				return
-			}
-		}
-	}
-}
