@@ -35,6 +35,9 @@ func (gemma3Family) SpecFromHF(cfg map[string]any) (*Spec, error) {
 	if rp, ok := m["rope_parameters"].(map[string]any); ok {
 		if full, ok := rp["full_attention"].(map[string]any); ok {
 			m["rope_parameters"] = full
+			if th, ok := full["rope_theta"]; ok {
+				m["rope_theta"] = th // over the default filled in for an absent top-level key
+			}
 		}
 		if sl, ok := rp["sliding_attention"].(map[string]any); ok {
 			rr := &cfgReader{m: sl}
