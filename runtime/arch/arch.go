@@ -88,6 +88,9 @@ type Spec struct {
 	// FusedGateUp: the FFN's gate and up projections are one matrix (ffn_up, gate rows first,
 	// 2×Intermediate rows), as Phi-3 stores them and llama.cpp's phi3 reads them.
 	FusedGateUp bool
+	// FusedQKV: a Phi-3 GGUF holds q, k and v as one attn_qkv matrix (convert_hf_to_gguf.py
+	// writes it so; gquant writes attn_q/k/v), read as their row ranges.
+	FusedQKV bool
 	// OriginalContext is Phi-3's original_max_position_embeddings (llama.cpp's
 	// rope.scaling.original_context_length); RopeAttnFactor its rope.scaling.attn_factor as a
 	// GGUF file states it (the loader turns both into a longrope RopeScaling).
@@ -238,6 +241,9 @@ type Tensor struct {
 	// whole, of shape Shape).
 	SrcRow0  int
 	SrcShape []int
+	// GGUFSrc names the GGUF tensor it is cut from the same way, when a GGUF file holds it
+	// fused (llama.cpp's phi3 attn_qkv; "": the tensor is stored under its own name).
+	GGUFSrc string
 }
 
 // HFShape is the shape of the HF tensor the tensor is read from.

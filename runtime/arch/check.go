@@ -279,6 +279,9 @@ func CheckStored(s *Spec, fam Family, format, where string, tensors []Stored) er
 		want := map[string]bool{string(RopeFreqs): true}
 		for _, t := range fam.Tensors(s) {
 			want[name(t)] = true
+			if t.GGUFSrc != "" {
+				want[t.GGUFSrc] = true
+			}
 		}
 		var extra []string
 		for _, t := range tensors {

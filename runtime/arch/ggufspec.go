@@ -32,6 +32,9 @@ func SpecFromGGUFFile(f *gguf.SplitFile) (Family, *Spec, error) {
 	}
 	_, hasOutput := f.TensorIndex(string(Output))
 	spec.Tied = !hasOutput
+	if _, fused := f.TensorIndex("blk.0.attn_qkv.weight"); fused && spec.Family == "phi3" {
+		spec.FusedQKV = true
+	}
 	if err := longRopeFromGGUF(f, spec); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}

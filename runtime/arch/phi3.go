@@ -14,7 +14,8 @@ import (
 // factor).
 //
 // gquant cuts qkv_proj into attn_q, attn_k and attn_v, which llama.cpp's phi3 loads as well
-// as its fused attn_qkv, and keeps gate_up_proj whole as ffn_up (2×intermediate rows), the
+// as its fused attn_qkv (the runtime reads convert_hf_to_gguf.py's attn_qkv files too, as
+// row ranges: Spec.FusedQKV), and keeps gate_up_proj whole as ffn_up (2×intermediate rows), the
 // only form llama.cpp's phi3 reads. The longrope factors become llama.cpp's
 // rope_factors_long and rope_factors_short tensors; like llama.cpp, gquant takes the long
 // ones when a sequence's capacity (the context a State is made for) exceeds the original
@@ -111,10 +112,14 @@ func (phi3Family) Tensors(s *Spec) []Tensor {
 			out = append(out, t)
 		}
 		qkv := []int{q + 2*kv, s.Hidden}
+		fused := ""
+		if s.FusedQKV {
+			fused = fmt.Sprintf("blk.%d.attn_qkv.weight", l)
+		}
 		add(Tensor{Ref: TensorRef{Role: AttnNorm}, HFName: "input_layernorm.weight", Shape: []int{s.Hidden}})
-		add(Tensor{Ref: TensorRef{Role: AttnQ}, HFName: "self_attn.qkv_proj.weight", Shape: []int{q, s.Hidden}, SrcShape: qkv})
-		add(Tensor{Ref: TensorRef{Role: AttnK}, HFName: "self_attn.qkv_proj.weight", Shape: []int{kv, s.Hidden}, SrcShape: qkv, SrcRow0: q})
-		add(Tensor{Ref: TensorRef{Role: AttnV}, HFName: "self_attn.qkv_proj.weight", Shape: []int{kv, s.Hidden}, SrcShape: qkv, SrcRow0: q + kv})
+		add(Tensor{Ref: TensorRef{Role: AttnQ}, HFName: "self_attn.qkv_proj.weight", Shape: []int{q, s.Hidden}, SrcShape: qkv, GGUFSrc: fused})
+		add(Tensor{Ref: TensorRef{Role: AttnK}, HFName: "self_attn.qkv_proj.weight", Shape: []int{kv, s.Hidden}, SrcShape: qkv, SrcRow0: q, GGUFSrc: fused})
+		add(Tensor{Ref: TensorRef{Role: AttnV}, HFName: "self_attn.qkv_proj.weight", Shape: []int{kv, s.Hidden}, SrcShape: qkv, SrcRow0: q + kv, GGUFSrc: fused})
 		add(Tensor{Ref: TensorRef{Role: AttnOut}, HFName: "self_attn.o_proj.weight", Shape: []int{s.Hidden, q}})
 		add(Tensor{Ref: TensorRef{Role: FFNNorm}, HFName: "post_attention_layernorm.weight", Shape: []int{s.Hidden}})
 		add(Tensor{Ref: TensorRef{Role: FFNUp}, HFName: "mlp.gate_up_proj.weight", Shape: []int{2 * s.Intermediate, s.Hidden}})
