@@ -182,6 +182,9 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, [2]float64, error)
 		},
 	}
 	src.dyn = man.LinearInputs
+	if g := man.Graph; g != nil {
+		src.graphLen = int(g.MaxLen)
+	}
 	if src.mask, err = causalMask(f); err != nil {
 		return nil, nil, [2]float64{}, fmt.Errorf("%s: %w", path, err)
 	}

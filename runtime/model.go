@@ -165,6 +165,9 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 	if sc := s.RopeScaling; sc != nil && sc.Type == "longrope" {
 		m.ropes = tables(arch.LongRopeFactors(s, 0))
 		m.ropesLong = tables(arch.LongRopeFactors(s, sc.OriginalContext+1))
+		if src.graphLen > 0 { // a gqf file: its graph's tables (arch.Lower)
+			m.ropes, m.ropesLong = tables(arch.LongRopeFactors(s, src.graphLen)), nil
+		}
 	}
 	if src.mask != 0 {
 		m.graph.Mask = src.mask

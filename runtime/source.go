@@ -81,4 +81,7 @@ type source struct {
 	// mask is the attention mask of the file's graph (a gqf file's attn.mask), 0 for the
 	// default (arch.MaskValue).
 	mask float32
+	// graphLen is the length of a gqf file's graph (0 for other sources): longrope's factors
+	// are those its rotation tables hold, whatever a State's capacity.
+	graphLen int
 }
