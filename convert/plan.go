@@ -233,9 +233,14 @@ func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, 
 		}
 		if inv.gg == nil { // values and rows as the HF checkpoint holds them
 			pt.offset, pt.row0 = t.Offset, t.SrcRow0
-			if t.Offset != 0 {
-				pt.Note = fmt.Sprintf("%+g", t.Offset)
+			var notes []string
+			if t.SrcShape != nil {
+				notes = append(notes, fmt.Sprintf("rows %d-%d of %d", t.SrcRow0, t.SrcRow0+t.Shape[0], t.SrcShape[0]))
 			}
+			if t.Offset != 0 {
+				notes = append(notes, fmt.Sprintf("%+g", t.Offset))
+			}
+			pt.Note = strings.Join(notes, ", ")
 		}
 		// A GGUF source is in GGUF layout already.
 		if format == "gguf" && inv.gg == nil {
