@@ -451,7 +451,7 @@ func (inv *Inventory) readRows(pt *PlannedTensor, spec *arch.Spec, r0, r1 int, d
 	}
 	f := pt.fold
 	for r := r0e; r < r1e; r++ {
-		sr := arch.SourceRow(pt.trans, spec, r)
+		sr := arch.SourceRow(pt.trans, spec, r) + pt.row0
 		in := data[sr*rowLen*esz : (sr+1)*rowLen*esz]
 		out := dst[(r-r0e)*rowLen : (r-r0e+1)*rowLen]
 		bad := false
@@ -480,6 +480,11 @@ func (inv *Inventory) readRows(pt *PlannedTensor, spec *arch.Spec, r0, r1 int, d
 		}
 		if bad {
 			return nonFinite(file, pt.Source, out, sr)
+		}
+		if pt.offset != 0 {
+			for i := range out {
+				out[i] += pt.offset
+			}
 		}
 		if f != nil {
 			f.apply(out, sr, rowLen == 1)

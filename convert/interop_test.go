@@ -413,3 +413,70 @@ func hfGolden(t *testing.T, name string) []hfCase {
 	}
 	return g.Cases
 }
+
+// familySpecs are the synthetic checkpoints of testdata/llamacpp/quantize-family-imatrix-hashes.json
+// (seed 7): the tiny-gemma2, tiny-gemma3 and tiny-phi3 presets, and tiny-phi3 with longrope
+// (24 pairs of short factors 1 + 0.5x², long ones 1 + 39x³, x in [0, 1]) over 131072
+// positions, whose rope_factors tensors stay F32.
+func familySpecs(t *testing.T) map[string]synth.Spec {
+	t.Helper()
+	specs := map[string]synth.Spec{}
+	for _, p := range []string{"tiny-gemma2", "tiny-gemma3", "tiny-phi3"} {
+		s, err := synth.Preset(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs[p] = s
+	}
+	lr := specs["tiny-phi3"]
+	lr.MaxPositions, lr.RopeScaling = 131072, &synth.RopeScaling{Type: "longrope"}
+	for i := range 24 {
+		x := float64(i) / 23
+		lr.RopeScaling.ShortFactor = append(lr.RopeScaling.ShortFactor, 1+0.5*x*x)
+		lr.RopeScaling.LongFactor = append(lr.RopeScaling.LongFactor, 1+39*x*x*x)
+	}
+	specs["tiny-phi3-longrope"] = lr
+	return specs
+}
+
+// TestMatchesLlamaQuantizeFamilies: q4_k_m of the Gemma 2, Gemma 3 and Phi-3 checkpoints with
+// the importance matrix gquant calibrate wrote for them equals, tensor for tensor,
+// llama-quantize --imatrix's from gquant's F16 GGUF (testdata/llamacpp/README.md).
+func TestMatchesLlamaQuantizeFamilies(t *testing.T) {
+	b, err := os.ReadFile("../testdata/llamacpp/quantize-family-imatrix-hashes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref map[string]map[string]map[string][2]string
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	specs := familySpecs(t)
+	if len(ref) != len(specs) {
+		t.Fatalf("%d models in the hashes, %d here", len(ref), len(specs))
+	}
+	for name, spec := range specs {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), name)
+			if err := synth.Generate(dir, spec, synth.Options{Seed: 7}); err != nil {
+				t.Fatal(err)
+			}
+			for scheme, tensors := range ref[name] {
+				out := filepath.Join(t.TempDir(), "m.gguf")
+				stats := filepath.Join("..", "testdata", "llamacpp", name+".imatrix.gguf")
+				if _, err := Convert(dir, out, Options{Scheme: scheme, Threads: 2, Stats: stats}); err != nil {
+					t.Fatal(err)
+				}
+				got := tensorHashes(t, out)
+				if len(got) != len(tensors) {
+					t.Errorf("%s: %d tensors, llama-quantize wrote %d", scheme, len(got), len(tensors))
+				}
+				for tn, want := range tensors {
+					if g := got[tn]; g != want {
+						t.Errorf("%s: %s: gquant %v, llama-quantize %v", scheme, tn, g, want)
+					}
+				}
+			}
+		})
+	}
+}

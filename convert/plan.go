@@ -73,6 +73,10 @@ type PlannedTensor struct {
 	values []float32
 	// fold is the AWQ or SmoothQuant scaling folded into the tensor (nil: none).
 	fold *Fold
+	// offset is added to every value read from an HF checkpoint (arch.Tensor.Offset: Gemma's
+	// norms); row0 is the first row of the source a tensor cut from a fused one starts at.
+	offset float32
+	row0   int
 }
 
 // Ref is the tensor's model role (a graph constant has Layer −1 and its own name as role).
@@ -150,6 +154,9 @@ func MakePlan(inv *Inventory, opts PlanOptions) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := arch.CheckGGUF(inv.Spec); err != nil {
+		return nil, fmt.Errorf("%s: %w", inv.Dir, err)
+	}
 	st := &policyState{preset: preset, overrides: opts.Overrides, spec: inv.Spec, tied: inv.Spec.Tied, hasImatrix: opts.HasImatrix,
 		pure: opts.Pure, leaveOutput: opts.LeaveOutput, outputType: opts.OutputType, tokenEmbdType: opts.TokenEmbdType}
 	stored := map[arch.TensorRef]gguf.Type{}
@@ -201,15 +208,23 @@ func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, 
 		name := inv.sourceName(t)
 		if !t.Generated {
 			src, ok := inv.Tensors[name]
-			used[name] = true
+			want := t.Shape
+			if inv.gg == nil {
+				want = t.HFShape() // a fused tensor, whole
+			}
 			switch {
+			case used[name] && !equalShape(src.Shape, want):
+				continue // a fused tensor already reported
 			case !ok:
 				missing = append(missing, name)
+				used[name] = true
 				continue
-			case !equalShape(src.Shape, t.Shape):
-				badShape = append(badShape, fmt.Sprintf("%s: shape %v, config implies %v", name, src.Shape, t.Shape))
+			case !equalShape(src.Shape, want):
+				used[name] = true
+				badShape = append(badShape, fmt.Sprintf("%s: shape %v, config implies %v", name, src.Shape, want))
 				continue
 			}
+			used[name] = true
 		}
 		// GGUF shapes are reversed: ne[0] is the row length (HF in_features).
 		var shape []uint64
@@ -229,13 +244,31 @@ func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, 
 		} else {
 			pt.SrcDType = inv.Tensors[name].DType
 		}
+		if inv.gg == nil { // values and rows as the HF checkpoint holds them
+			pt.offset, pt.row0 = t.Offset, t.SrcRow0
+			var notes []string
+			if t.SrcShape != nil {
+				notes = append(notes, fmt.Sprintf("rows %d-%d of %d", t.SrcRow0, t.SrcRow0+t.Shape[0], t.SrcShape[0]))
+			}
+			if t.Offset != 0 {
+				notes = append(notes, fmt.Sprintf("%+g", t.Offset))
+			}
+			pt.Note = strings.Join(notes, ", ")
+		}
 		// A GGUF source is in GGUF layout already.
 		if format == "gguf" && inv.gg == nil {
 			pt.trans = t.Transform
 			pt.Transform = t.Transform.String()
 		}
-		if t.Generated && t.Ref.Role == arch.RopeFreqs {
-			pt.values = arch.RopeFreqFactors(spec)
+		if t.Generated {
+			switch t.Ref.Role {
+			case arch.RopeFreqs:
+				pt.values = arch.RopeFreqFactors(spec)
+			case arch.RopeFactorsLong:
+				pt.values, _ = arch.LongRopeFactors(spec, spec.RopeScaling.OriginalContext+1)
+			case arch.RopeFactorsShort:
+				pt.values, _ = arch.LongRopeFactors(spec, 0)
+			}
 		}
 		if len(pt.Name) > 63 {
 			return nil, fmt.Errorf("%s: tensor name longer than 63 bytes", pt.Name)

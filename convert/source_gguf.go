@@ -36,6 +36,9 @@ func openGGUF(path string, opts InventoryOptions) (*Inventory, error) {
 	if err != nil {
 		return nil, err
 	}
+	if spec.FusedQKV {
+		return nil, fmt.Errorf("%s: blk.0.attn_qkv.weight: a phi3 GGUF with fused q, k and v is not requantized (gquant writes attn_q/k/v: convert the HuggingFace folder)", path)
+	}
 	inv := &Inventory{Dir: path, gg: f, Family: fam, Spec: spec, Tensors: map[string]SourceTensor{}}
 	generated := map[string]bool{}
 	for _, t := range fam.Tensors(spec) {

@@ -60,9 +60,17 @@ func (m *Model) forward(st *State, tokens []int, allLogits bool) []float32 {
 func (m *Model) begin(st *State, n, first int, logits bool) {
 	st.growCache(st.pos + n)
 	st.size(n)
-	st.cos = grow(st.cos, n*m.rope.half)
-	st.sin = grow(st.sin, n*m.rope.half)
-	arch.RopeTables(m.rope.invFreq, st.pos, n, st.cos, st.sin)
+	for k, r := range st.ropes {
+		st.cos[k] = grow(st.cos[k], n*r.half)
+		st.sin[k] = grow(st.sin[k], n*r.half)
+		arch.RopeTables(r.invFreq, st.pos, n, st.cos[k], st.sin[k])
+		if r.attn != 1 {
+			for i := range st.cos[k] {
+				st.cos[k][i] *= r.attn
+				st.sin[k][i] *= r.attn
+			}
+		}
+	}
 	st.n, st.first = n, first
 	st.logits = nil
 	if logits && !st.skips() {

@@ -20,7 +20,7 @@ import (
 // computes, the data-movement ones being attached to a point, for every family's branch:
 // Llama, Qwen2's biases, Qwen3's per-head norms, grouped-query attention.
 func TestPointsAreTheLoweredTensors(t *testing.T) {
-	for _, preset := range []string{"tiny-llama", "tiny-qwen2", "tiny-qwen3"} {
+	for _, preset := range []string{"tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3", "tiny-phi3"} {
 		syn, err := synth.Preset(preset)
 		if err != nil {
 			t.Fatal(err)

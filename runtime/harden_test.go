@@ -249,8 +249,8 @@ func TestGGUFMetadataCheckedAgainstTensors(t *testing.T) {
 		{"tokens vs rows", ggufEdit{set: kvs{"llama.vocab_size": nil}}, nil}, // filled below
 		{"vocab_size vs tokens", ggufEdit{set: kvs{"llama.vocab_size": uint32(600)}},
 			[]string{"llama.vocab_size: 600, but tokenizer.ggml.tokens has 512 tokens"}},
-		{"rope dimension", ggufEdit{set: kvs{"llama.rope.dimension_count": uint32(4)}},
-			[]string{"llama.rope.dimension_count: 4, but the head dimension is 8"}},
+		{"rope dimension", ggufEdit{set: kvs{"llama.rope.dimension_count": uint32(12)}},
+			[]string{"llama.rope.dimension_count: 12, but the head dimension is 8"}},
 		{"value length", ggufEdit{set: kvs{"llama.attention.value_length": uint32(16)}},
 			[]string{"llama.attention.value_length: 16, but the key length is 8"}},
 		{"float block count", ggufEdit{set: kvs{"llama.block_count": float32(5.5)}},

@@ -43,8 +43,22 @@ func openGGUF(path string) (*source, error) {
 	src := &source{
 		file: path, format: "gguf", ggufNames: true, family: fam, spec: spec, tok: tok, close: f.Close,
 		tensor: func(t arch.Tensor) (rawTensor, bool, error) {
-			rt, found := tensor(t.Ref.GGUFName())
-			return rt, found, nil
+			if t.GGUFSrc == "" {
+				rt, found := tensor(t.Ref.GGUFName())
+				return rt, found, nil
+			}
+			// Cut from a fused tensor (Phi-3's attn_qkv): its rows, whole blocks of the type.
+			rt, found := tensor(t.GGUFSrc)
+			if !found {
+				return rt, false, nil
+			}
+			if !sameShape(rt.shape, t.SrcShape) {
+				return rt, true, fmt.Errorf("%s: shape %v, want %v", t.GGUFSrc, rt.shape, t.SrcShape)
+			}
+			rb := rt.typ.RowBytes(rt.shape[1])
+			rt.name, rt.shape = t.Ref.GGUFName(), t.Shape
+			rt.data = rt.data[t.SrcRow0*rb : (t.SrcRow0+t.Shape[0])*rb]
+			return rt, true, nil
 		},
 	}
 	if rt, found := tensor(string(arch.RopeFreqs)); found {

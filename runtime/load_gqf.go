@@ -182,7 +182,13 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, [2]float64, error)
 		},
 	}
 	src.dyn = man.LinearInputs
+	if g := man.Graph; g != nil {
+		src.graphLen = int(g.MaxLen)
+	}
 	if src.mask, err = causalMask(f); err != nil {
+		return nil, nil, [2]float64{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := slidingMask(f, src.mask, arch.ModelGraph(spec).Window()); err != nil {
 		return nil, nil, [2]float64{}, fmt.Errorf("%s: %w", path, err)
 	}
 	src.matrix = func(name string, _ rawTensor, mode kernels.ActMode) (*kernels.Matrix, bool, error) {
@@ -273,6 +279,30 @@ func causalMask(f *gqf.File) (float32, error) {
 		}
 	}
 	return m, nil
+}
+
+// slidingMask checks a file's attn.mask_swa, when it has one: the sliding layers' mask the
+// runtime applies, arch.CausalMask with the model's window and the file's mask value m.
+func slidingMask(f *gqf.File, m float32, window int) error {
+	t, ok := f.Tensor(arch.ConstMaskSWA)
+	if !ok {
+		return nil
+	}
+	vals, err := f.Decode(t)
+	if err != nil {
+		return err
+	}
+	L := int(t.Shape[0])
+	if len(t.Shape) != 2 || t.Shape[0] != t.Shape[1] || window <= 0 || m == 0 {
+		return fmt.Errorf("graph: %s: shape %v: not the sliding-window mask of a model with window %d and a causal mask", arch.ConstMaskSWA, t.Shape, window)
+	}
+	want := arch.CausalMask(L, window, m)
+	for i, v := range vals {
+		if v != want[i] {
+			return fmt.Errorf("graph: %s: [%d, %d] = %g is not the sliding-window mask (window %d, mask %g)", arch.ConstMaskSWA, i/L, i%L, v, window, m)
+		}
+	}
+	return nil
 }
 
 // isInt8PerToken reports whether a run-time encoding of linear inputs is the one the kernels'

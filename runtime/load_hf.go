@@ -62,7 +62,16 @@ func openHF(dir string) (*source, error) {
 			if err != nil {
 				return rawTensor{}, true, err
 			}
-			return rawTensor{name: t.Ref.GGUFName(), typ: typ, shape: info.Shape, data: data}, true, nil
+			rt := rawTensor{name: t.Ref.GGUFName(), typ: typ, shape: info.Shape, data: data, offset: t.Offset}
+			if t.SrcShape != nil { // cut from a fused tensor: its rows [SrcRow0, SrcRow0+Shape[0])
+				if !sameShape(info.Shape, t.SrcShape) {
+					return rawTensor{}, true, fmt.Errorf("%s: %s: shape %v, want %v", info.File, t.HFName, info.Shape, t.SrcShape)
+				}
+				rowBytes := len(data) / t.SrcShape[0]
+				rt.shape = t.Shape
+				rt.data = data[t.SrcRow0*rowBytes : (t.SrcRow0+t.Shape[0])*rowBytes]
+			}
+			return rt, true, nil
 		},
 	}
 	ok = true

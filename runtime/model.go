@@ -22,9 +22,12 @@ type Model struct {
 	path  string
 	hooks *Hooks
 	pool  *kernels.Pool
-	rope  *rope
-	graph *arch.Graph
-	plan  *plan
+	ropes []*rope // one per table of the graph (arch.Graph.Ropes)
+	// ropesLong are the tables with longrope's long factors (nil without longrope): a State
+	// whose capacity exceeds the original context takes them, as llama.cpp does.
+	ropesLong []*rope
+	graph     *arch.Graph
+	plan      *plan
 
 	embd *embedding
 	// mats and vecs are the weight matrices and the vectors (norms, biases), by GGUF name;
@@ -91,9 +94,6 @@ func Load(path string, opts Options) (*Model, error) {
 // activation encodings by point (nil for none).
 func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 	s := src.spec
-	if s.RopeScaling != nil && s.RopeScaling.Type == "yarn" {
-		return nil, fmt.Errorf("%s: rope_scaling: yarn is not supported by the runtime", src.file)
-	}
 	m := &Model{spec: s, tok: src.tok, path: src.file, hooks: opts.Hooks, close: src.close,
 		mats: map[string]*kernels.Matrix{}, vecs: map[string][]float32{}, dyn: src.dyn, dynInKernel: map[*kernels.Matrix]bool{},
 		blocks: opts.Blocks, fileBacked: map[*kernels.Matrix]bool{}}
@@ -149,7 +149,26 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 	if factors == nil {
 		factors = arch.RopeFreqFactors(s)
 	}
-	m.rope = newRope(s, src.family.RopeLayout(src.format), factors)
+	tables := func(f []float32, attn float32) []*rope {
+		var rs []*rope
+		for k, t := range m.graph.Ropes {
+			if k > 0 {
+				f, attn = nil, 1 // the sliding layers' own table takes no scaling
+			}
+			r := newRope(s, t, src.family.RopeLayout(src.format), f)
+			r.attn = attn
+			rs = append(rs, r)
+		}
+		return rs
+	}
+	m.ropes = tables(factors, 1)
+	if sc := s.RopeScaling; sc != nil && sc.Type == "longrope" {
+		m.ropes = tables(arch.LongRopeFactors(s, 0))
+		m.ropesLong = tables(arch.LongRopeFactors(s, sc.OriginalContext+1))
+		if src.graphLen > 0 { // a gqf file: its graph's tables (arch.Lower)
+			m.ropes, m.ropesLong = tables(arch.LongRopeFactors(s, src.graphLen)), nil
+		}
+	}
 	if src.mask != 0 {
 		m.graph.Mask = src.mask
 	}

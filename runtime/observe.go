@@ -45,7 +45,19 @@ func (m *Model) runNode(st *State, en *execNode, tokens []int, t0, t1 int) {
 	y := st.rows(en.out, t0, t1)
 	last := len(en.points) - 1
 	switch n.Op {
-	case arch.OpEmbed, arch.OpRMSNorm, arch.OpAdd:
+	case arch.OpEmbed:
+		if n.Scale == 0 {
+			m.runRows(st, &en.self, tokens, t0, t1)
+			break
+		}
+		for t := t0; t < t1; t++ {
+			m.embd.row(st.row(en.out, t), tokens[t])
+		}
+		m.point(en, 0, y, nt)
+		for i := range y {
+			y[i] *= n.Scale
+		}
+	case arch.OpRMSNorm, arch.OpAdd:
 		m.runRows(st, &en.self, tokens, t0, t1)
 	case arch.OpLinear:
 		m.linear(st, st.rows(en.in[0], t0, t1), nt, out{y, en.w, en.inputName(), en.dynX})
@@ -63,6 +75,10 @@ func (m *Model) runNode(st *State, en *execNode, tokens []int, t0, t1 int) {
 		m.attentionNode(st, en, t1)
 	case arch.OpSwiGLU:
 		m.swigluNode(st, en, y, t0, t1)
+	case arch.OpGeGLU:
+		m.gegluNode(st, en, y, t0, t1)
+	case arch.OpSoftcap:
+		m.softcapNode(st, en, y, t0, t1)
 	}
 	m.point(en, last, y, nt)
 }
@@ -78,7 +94,8 @@ func (m *Model) ropeNode(st *State, en *execNode, y []float32, t0, t1 int) {
 	c, s := st.side, st.side2
 	for t := 0; t < nt; t++ {
 		o := t * dim
-		m.rope.terms(c[o:o+dim], s[o:o+dim], x[o:o+dim], heads, st.ropeCos(t0+t), st.ropeSin(t0+t))
+		k := en.n.Rope
+		st.ropes[k].terms(c[o:o+dim], s[o:o+dim], x[o:o+dim], heads, st.ropeCos(k, t0+t), st.ropeSin(k, t0+t))
 	}
 	m.point(en, 0, c, nt)
 	m.point(en, 1, s, nt)
@@ -90,7 +107,7 @@ func (m *Model) ropeNode(st *State, en *execNode, y []float32, t0, t1 int) {
 // swigluNode computes sigmoid(gate) and gate·sigmoid(gate) (points 0 and 1) and the value:
 // from them in the primitive form, with kernels.SiLUMul otherwise.
 func (m *Model) swigluNode(st *State, en *execNode, y []float32, t0, t1 int) {
-	g, u := st.rows(en.in[0], t0, t1), st.rows(en.in[1], t0, t1)
+	g, u := m.gateUp(st, en, t0, t1)
 	nt := t1 - t0
 	if !en.internal && !en.observed[0] && !en.observed[1] {
 		kernels.SiLUMul(y, g, u)
@@ -115,6 +132,102 @@ func (m *Model) swigluNode(st *State, en *execNode, y []float32, t0, t1 int) {
 	kernels.SiLUMul(y, g, u)
 }
 
+// gateUp returns the gate and up rows of a gated node: its two inputs, or the two halves of
+// each row of its one input (a fused gate_up), copied apart.
+func (m *Model) gateUp(st *State, en *execNode, t0, t1 int) (g, u []float32) {
+	if len(en.in) == 2 {
+		return st.rows(en.in[0], t0, t1), st.rows(en.in[1], t0, t1)
+	}
+	d := en.n.Dim
+	st.gate = grow(st.gate, (t1-t0)*d)
+	st.up = grow(st.up, (t1-t0)*d)
+	for t := t0; t < t1; t++ {
+		in := st.row(en.in[0], t)
+		copy(st.gate[(t-t0)*d:], in[:d])
+		copy(st.up[(t-t0)*d:], in[d:])
+	}
+	return st.gate, st.up
+}
+
+// gegluNode computes GeGLU's points in the primitive graph's order (g², ·k1, +k0, g·, sigmoid,
+// g·: arch.GELUK0, GELUK1) and the value: from them in the primitive form, with the tanh
+// form of gelu_tanh otherwise.
+func (m *Model) gegluNode(st *State, en *execNode, y []float32, t0, t1 int) {
+	g, u := m.gateUp(st, en, t0, t1)
+	nt := t1 - t0
+	observed := false
+	for _, o := range en.observed[:len(en.observed)-1] {
+		observed = observed || o
+	}
+	if !en.internal && !observed {
+		gegluRow(y, g, u)
+		return
+	}
+	st.side = grow(st.side, len(g))
+	a := st.side
+	for i, v := range g {
+		a[i] = v * v
+	}
+	m.point(en, 0, a, nt)
+	for i := range a {
+		a[i] *= arch.GELUK1
+	}
+	m.point(en, 1, a, nt)
+	for i := range a {
+		a[i] += arch.GELUK0
+	}
+	m.point(en, 2, a, nt)
+	for i, v := range g {
+		a[i] *= v
+	}
+	m.point(en, 3, a, nt)
+	for i, v := range a {
+		a[i] = float32(1 / (1 + math.Exp(-float64(v))))
+	}
+	m.point(en, 4, a, nt)
+	for i, v := range g {
+		a[i] *= v
+	}
+	m.point(en, 5, a, nt)
+	if en.internal {
+		for i := range y {
+			y[i] = a[i] * u[i]
+		}
+		return
+	}
+	gegluRow(y, g, u)
+}
+
+// softcapNode computes x/cap and its tanh (points 0 and 1) and the value: cap·tanh from them
+// in the primitive form, softcap otherwise.
+func (m *Model) softcapNode(st *State, en *execNode, y []float32, t0, t1 int) {
+	x := st.rows(en.in[0], t0, t1)
+	nt := t1 - t0
+	c := en.n.Cap
+	if !en.internal && !en.observed[0] && !en.observed[1] {
+		softcap(y, x, c)
+		return
+	}
+	st.side = grow(st.side, len(x))
+	a := st.side
+	inv := 1 / c
+	for i, v := range x {
+		a[i] = v * inv
+	}
+	m.point(en, 0, a, nt)
+	for i, v := range a {
+		a[i] = float32(math.Tanh(float64(v)))
+	}
+	m.point(en, 1, a, nt)
+	if en.internal {
+		for i := range y {
+			y[i] = a[i] * c
+		}
+		return
+	}
+	softcap(y, x, c)
+}
+
 // maxScoreValues bounds the attention scores materialised at once for the points (the new
 // tokens are taken in chunks).
 const maxScoreValues = 1 << 22
@@ -134,9 +247,13 @@ func (m *Model) attentionNode(st *State, en *execNode, n int) {
 	K, V := st.k[l], st.v[l]
 	q := st.rows(en.in[0], 0, n)
 	y := st.rows(en.out, 0, n)
-	scale := arch.AttentionScale(s)
+	scale := en.n.Scale
 	chunk := max(1, min(n, maxScoreValues/(H*P)))
-	scores := en.internal || en.observed[0] || en.observed[1] || en.observed[2] || en.observed[3]
+	scores := en.internal
+	for _, o := range en.observed[:len(en.observed)-1] {
+		scores = scores || o
+	}
+	c := en.n.Cap
 	for c0 := 0; c0 < n && scores; c0 += chunk {
 		c1 := min(n, c0+chunk)
 		nt := c1 - c0
@@ -159,18 +276,38 @@ func (m *Model) attentionNode(st *State, en *execNode, n int) {
 			sc[i] = float32(v * scale)
 		}
 		m.point(en, 1, sc, nt)
+		k := 2
+		if c != 0 { // soft-cap: /cap, tanh, ·cap (points kq_div, kq_tanh, kq_capped)
+			inv := 1 / c
+			for i, v := range sc {
+				sc[i] = v * inv
+			}
+			m.point(en, 2, sc, nt)
+			for i, v := range sc {
+				sc[i] = float32(math.Tanh(float64(v)))
+			}
+			m.point(en, 3, sc, nt)
+			for i := range sc {
+				sc[i] *= c
+			}
+			m.point(en, 4, sc, nt)
+			k = 5
+		}
 		for t := 0; t < nt; t++ {
 			own := st.pos + c0 + t
+			first := visibleFrom(en.n, own)
 			for h := 0; h < H; h++ {
 				r := rowOf(t, h)
-				for j := own + 1; j < P; j++ {
-					r[j] += m.graph.Mask
+				for j := range r {
+					if j < first || j > own {
+						r[j] += m.graph.Mask
+					}
 				}
 			}
 		}
-		m.point(en, 2, sc, nt)
+		m.point(en, k, sc, nt)
 		items(func(t, h int) { kernels.Softmax(rowOf(t, h)) })
-		m.point(en, 3, sc, nt)
+		m.point(en, k+1, sc, nt)
 		if en.internal {
 			items(func(t, h int) {
 				kernels.AxpyRows(y[(c0+t)*qDim+h*hd:(c0+t)*qDim+(h+1)*hd], rowOf(t, h), V[(h/group)*hd:], kvDim)

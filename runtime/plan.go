@@ -158,7 +158,7 @@ func (m *Model) compile(g *arch.Graph, observed, modifies func(string) bool, qua
 		// In place: an elementwise node may write over its first input when that dies here.
 		slotOut := -1
 		switch n.Op {
-		case arch.OpAdd, arch.OpRope, arch.OpSwiGLU:
+		case arch.OpAdd, arch.OpRope, arch.OpSwiGLU, arch.OpGeGLU, arch.OpSoftcap:
 			if first := n.Inputs[0]; last[first] == i && vals[first].dim == n.Dim {
 				slotOut = vals[first].slot
 			}
@@ -282,7 +282,7 @@ func (en *execNode) fusable() bool {
 		return false
 	}
 	switch en.n.Op {
-	case arch.OpEmbed, arch.OpRMSNorm, arch.OpRope, arch.OpAdd, arch.OpSwiGLU:
+	case arch.OpEmbed, arch.OpRMSNorm, arch.OpRope, arch.OpAdd, arch.OpSwiGLU, arch.OpGeGLU, arch.OpSoftcap:
 		return true
 	}
 	return false

@@ -21,7 +21,9 @@ const (
 	opBias                     // out += bias (a linear node's), then its value's encoding
 	opRope                     // out = RoPE(in), in place when out is in
 	opAdd                      // out = in0 + in1
-	opSwiGLU                   // out = silu(in0)·in1
+	opSwiGLU                   // out = silu(in0)·in1, or of in0's halves
+	opGeGLU                    // out = gelu_tanh(in0)·in1
+	opSoftcap                  // out = cap·tanh(in/cap)
 	opQDQ                      // out = its encoding's quantize-dequantize (after an attention step)
 )
 
@@ -51,6 +53,10 @@ func newRowOp(en *execNode) rowOp {
 		op.kind = opAdd
 	case arch.OpSwiGLU:
 		op.kind = opSwiGLU
+	case arch.OpGeGLU:
+		op.kind = opGeGLU
+	case arch.OpSoftcap:
+		op.kind = opSoftcap
 	}
 	return op
 }
@@ -103,6 +109,11 @@ func (j *rowJob) run(_, lo, hi int) {
 			switch op.kind {
 			case opEmbed:
 				m.embd.row(out, j.tokens[t])
+				if s := op.node.n.Scale; s != 0 {
+					for k := range out {
+						out[k] *= s
+					}
+				}
 			case opNorm:
 				kernels.RMSNorm(out, st.row(op.in[0], t), op.node.vec, eps)
 			case opNormHeads:
@@ -121,7 +132,8 @@ func (j *rowJob) run(_, lo, hi int) {
 				if in := st.row(op.in[0], t); &in[0] != &out[0] {
 					copy(out, in)
 				}
-				m.rope.apply(out, op.node.n.Heads, st.ropeCos(t), st.ropeSin(t))
+				k := op.node.n.Rope
+				st.ropes[k].apply(out, op.node.n.Heads, st.ropeCos(k, t), st.ropeSin(k, t))
 			case opAdd:
 				a, b := st.row(op.in[0], t), st.row(op.in[1], t)
 				if &a[0] != &out[0] {
@@ -129,7 +141,16 @@ func (j *rowJob) run(_, lo, hi int) {
 				}
 				kernels.Add(out, b)
 			case opSwiGLU:
-				kernels.SiLUMul(out, st.row(op.in[0], t), st.row(op.in[1], t))
+				if len(op.in) == 1 { // fused gate_up: gate, then up
+					in := st.row(op.in[0], t)
+					kernels.SiLUMul(out, in[:len(out)], in[len(out):])
+				} else {
+					kernels.SiLUMul(out, st.row(op.in[0], t), st.row(op.in[1], t))
+				}
+			case opGeGLU:
+				gegluRow(out, st.row(op.in[0], t), st.row(op.in[1], t))
+			case opSoftcap:
+				softcap(out, st.row(op.in[0], t), op.node.n.Cap)
 			case opQDQ:
 			}
 			if op.q != nil {

@@ -21,6 +21,9 @@ type rawTensor struct {
 	// gqf file's integer groups) to float32; data is then nil and size its stored bytes.
 	rows func(dst []float32, r0, r1 int) error
 	size int
+	// offset is added to every value as it is decoded (arch.Tensor.Offset: Gemma's norm
+	// weights read from an HF checkpoint); 0 for tensors stored as the graph reads them.
+	offset float32
 }
 
 // stored is the bytes the tensor takes in its file.
@@ -78,4 +81,7 @@ type source struct {
 	// mask is the attention mask of the file's graph (a gqf file's attn.mask), 0 for the
 	// default (arch.MaskValue).
 	mask float32
+	// graphLen is the length of a gqf file's graph (0 for other sources): longrope's factors
+	// are those its rotation tables hold, whatever a State's capacity.
+	graphLen int
 }

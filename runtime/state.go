@@ -21,10 +21,12 @@ type State struct {
 	bufs     [][]float32
 	logits   []float32
 	first, n int
-	cos, sin []float32
+	cos, sin [][]float32 // per rotary table of the model
+	ropes    []*rope     // the model's tables for the state's capacity (Model.ropesLong)
 	scores   [][]float32 // attention: one per worker
 	side     []float32   // observe.go: points computed for the hooks, and primitive forms
 	side2    []float32
+	gate, up []float32 // observe.go: a fused gate_up's halves
 	acts     kernels.Acts
 	dynX     []float32 // linear: a copy of the input quantized per token (w4a8 simulation)
 
@@ -61,6 +63,11 @@ func (m *Model) NewState(maxTokens int) *State {
 	st.k = make([][]float32, m.spec.Layers)
 	st.v = make([][]float32, m.spec.Layers)
 	st.scores = make([][]float32, m.pool.Workers())
+	st.cos, st.sin = make([][]float32, len(m.ropes)), make([][]float32, len(m.ropes))
+	st.ropes = m.ropes
+	if m.ropesLong != nil && maxTokens > m.spec.RopeScaling.OriginalContext {
+		st.ropes = m.ropesLong
+	}
 	st.bufs = make([][]float32, len(m.plan.slots))
 	st.linRun = st.lin.run
 	st.attRun = st.att.run
@@ -131,15 +138,15 @@ func (st *State) rows(v value, t0, t1 int) []float32 {
 // row returns row t of a value.
 func (st *State) row(v value, t int) []float32 { return st.rows(v, t, t+1) }
 
-// ropeCos and ropeSin return the rotation tables of new token t.
-func (st *State) ropeCos(t int) []float32 {
-	h := st.m.rope.half
-	return st.cos[t*h : (t+1)*h]
+// ropeCos and ropeSin return the rotation tables k of new token t.
+func (st *State) ropeCos(k, t int) []float32 {
+	h := st.ropes[k].half
+	return st.cos[k][t*h : (t+1)*h]
 }
 
-func (st *State) ropeSin(t int) []float32 {
-	h := st.m.rope.half
-	return st.sin[t*h : (t+1)*h]
+func (st *State) ropeSin(k, t int) []float32 {
+	h := st.ropes[k].half
+	return st.sin[k][t*h : (t+1)*h]
 }
 
 // growCache makes the layer caches hold positions up to end (exclusive), keeping their contents

@@ -14,20 +14,40 @@ import (
 
 // f64Model is an independent float64 forward pass with HuggingFace semantics, written for the
 // tests from the transformers modeling code (LlamaForCausalLM, Qwen2ForCausalLM,
-// Qwen3ForCausalLM): rotate-half RoPE with the config's rope scaling, repeat_kv GQA, RMSNorm,
-// SwiGLU, q/k/v biases when present, q_norm/k_norm when present.
+// Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM): rotate-half RoPE
+// with the config's rope scaling, repeat_kv GQA, RMSNorm, SwiGLU, q/k/v biases when present,
+// q_norm/k_norm when present; for Gemma (modeling_gemma2.py, modeling_gemma3.py) the
+// embedding times √hidden, RMSNorm times (1 + w), the post-attention and post-feedforward
+// norms, gelu_pytorch_tanh, scores times query_pre_attn_scalar^−½ and soft-capped, sliding
+// windows on the layers layer_types (Gemma 2 without it: the even ones) names, Gemma 3's
+// local RoPE (rope_local_base_freq, no scaling) on its sliding layers, soft-capped logits;
+// for Phi-3 (modeling_phi3.py) the fused qkv_proj and gate_up_proj and partial rotary.
 type f64Model struct {
-	cfg  map[string]any
-	w    map[string][]float64
-	shp  map[string][]int
-	hid  int
-	nl   int
-	nh   int
-	nkv  int
-	hd   int
-	eps  float64
-	inv  []float64 // RoPE inverse frequencies
-	tied bool
+	typ      string // model_type
+	gemma    bool
+	scaling  float64   // attention score factor
+	attnCap  float64   // 0: none
+	finalCap float64   // 0: none
+	window   int       // sliding window (0: none)
+	sliding  []bool    // per layer
+	localInv []float64 // Gemma 3's sliding layers' RoPE
+	rot      int       // rotated dimensions per head
+	// longrope (Phi-3): the short and long divisors of the frequencies, the original context
+	// and the factor of cos and sin (transformers' _compute_longrope_parameters).
+	short, long []float64
+	orig        int
+	ropeAttn    float64
+	cfg         map[string]any
+	w           map[string][]float64
+	shp         map[string][]int
+	hid         int
+	nl          int
+	nh          int
+	nkv         int
+	hd          int
+	eps         float64
+	inv         []float64 // RoPE inverse frequencies
+	tied        bool
 }
 
 func num(cfg map[string]any, key string, def float64) float64 {
@@ -71,12 +91,51 @@ func loadF64(t *testing.T, dir string) *f64Model {
 	m.hd = int(num(c, "head_dim", float64(m.hid/m.nh)))
 	m.eps = num(c, "rms_norm_eps", 1e-6)
 	m.tied, _ = c["tie_word_embeddings"].(bool)
-	base := num(c, "rope_theta", 10000)
-	for i := 0; i < m.hd; i += 2 {
-		m.inv = append(m.inv, 1/math.Pow(base, float64(i)/float64(m.hd)))
+	m.typ, _ = c["model_type"].(string)
+	m.gemma = m.typ == "gemma2" || m.typ == "gemma3_text"
+	m.scaling = 1 / math.Sqrt(float64(m.hd))
+	m.rot = int(float64(m.hd) * num(c, "partial_rotary_factor", 1))
+	m.sliding = make([]bool, m.nl)
+	if m.gemma {
+		m.scaling = 1 / math.Sqrt(num(c, "query_pre_attn_scalar", float64(m.hd)))
+		m.attnCap, m.finalCap = num(c, "attn_logit_softcapping", 0), num(c, "final_logit_softcapping", 0)
+		m.window = int(num(c, "sliding_window", 0))
+		types, _ := c["layer_types"].([]any)
+		for l := range m.sliding {
+			if types != nil {
+				m.sliding[l] = types[l] == "sliding_attention"
+			} else {
+				m.sliding[l] = l%2 == 0 // modeling_gemma2: not bool(layer_idx % 2)
+			}
+		}
 	}
+	base := num(c, "rope_theta", 10000)
+	for i := 0; i < m.rot; i += 2 {
+		m.inv = append(m.inv, 1/math.Pow(base, float64(i)/float64(m.rot)))
+	}
+	if m.typ == "gemma3_text" {
+		lb := num(c, "rope_local_base_freq", 10000)
+		for i := 0; i < m.rot; i += 2 {
+			m.localInv = append(m.localInv, 1/math.Pow(lb, float64(i)/float64(m.rot)))
+		}
+	}
+	m.ropeAttn = 1
 	if rs, ok := c["rope_scaling"].(map[string]any); ok {
 		factor := num(rs, "factor", 1)
+		if rs["type"] == "longrope" {
+			for _, k := range []struct {
+				key string
+				dst *[]float64
+			}{{"short_factor", &m.short}, {"long_factor", &m.long}} {
+				for _, v := range rs[k.key].([]any) {
+					*k.dst = append(*k.dst, v.(float64))
+				}
+			}
+			m.orig = int(num(c, "original_max_position_embeddings", 0))
+			if f := num(c, "max_position_embeddings", 0) / float64(m.orig); f > 1 {
+				m.ropeAttn = math.Sqrt(1 + math.Log(f)/math.Log(float64(m.orig)))
+			}
+		}
 		switch rs["rope_type"] {
 		case "linear": // positions / factor
 			for i := range m.inv {
@@ -130,21 +189,41 @@ func (m *f64Model) rms(x, w []float64) []float64 {
 	sc := 1 / math.Sqrt(ss/float64(len(x))+m.eps)
 	y := make([]float64, len(x))
 	for i, v := range x {
-		y[i] = w[i] * v * sc
+		g := w[i]
+		if m.gemma {
+			g = 1 + w[i] // Gemma2RMSNorm, Gemma3RMSNorm: output * (1.0 + weight)
+		}
+		y[i] = g * v * sc
 	}
 	return y
 }
 
-// rotate applies rotate-half RoPE at position p to each head of x.
-func (m *f64Model) rotate(x []float64, p int) {
-	h2 := m.hd / 2
+// rotate applies rotate-half RoPE at position p to the first m.rot dimensions of each head
+// of x, with the frequencies inv (cos and sin times the longrope attention factor).
+func (m *f64Model) rotate(x []float64, p int, inv []float64) {
+	h2 := m.rot / 2
 	for h := 0; h < len(x)/m.hd; h++ {
 		v := x[h*m.hd : (h+1)*m.hd]
 		for i := 0; i < h2; i++ {
-			c, s := math.Cos(float64(p)*m.inv[i]), math.Sin(float64(p)*m.inv[i])
+			c, s := math.Cos(float64(p)*inv[i])*m.ropeAttn, math.Sin(float64(p)*inv[i])*m.ropeAttn
 			a, b := v[i], v[i+h2]
 			v[i], v[i+h2] = a*c-b*s, b*c+a*s
 		}
+	}
+}
+
+// capped is c·tanh(x/c), or x for c = 0.
+func capped(x, c float64) float64 {
+	if c == 0 {
+		return x
+	}
+	return c * math.Tanh(x/c)
+}
+
+// add adds y to x in place.
+func add(x, y []float64) {
+	for i := range x {
+		x[i] += y[i]
 	}
 }
 
@@ -155,16 +234,43 @@ func (m *f64Model) logits(ids []int) [][]float64 {
 	xs := make([][]float64, n)
 	for t, id := range ids {
 		xs[t] = append([]float64(nil), emb[id*m.hid:(id+1)*m.hid]...)
+		if m.gemma { // the normalizer, hidden_size**0.5 in the weights' dtype: float32 here
+			sc := float64(float32(math.Sqrt(float64(m.hid))))
+			for i := range xs[t] {
+				xs[t][i] *= sc
+			}
+		}
 	}
 	group := m.nh / m.nkv
 	for l := 0; l < m.nl; l++ {
 		p := "model.layers." + itoa(l) + "."
 		ks, vs := make([][]float64, n), make([][]float64, n)
 		qs := make([][]float64, n)
+		inv := m.inv
+		if m.localInv != nil && m.sliding[l] {
+			inv = m.localInv
+		}
+		if m.short != nil { // longrope: the long divisors for a sequence beyond the original context
+			ext := m.short
+			if n > m.orig {
+				ext = m.long
+			}
+			inv = make([]float64, len(m.inv))
+			for i := range inv {
+				inv[i] = m.inv[i] / ext[i]
+			}
+		}
 		for t := range xs {
 			h := m.rms(xs[t], m.w[p+"input_layernorm.weight"])
-			q, k := m.linear(h, p+"self_attn.q_proj"), m.linear(h, p+"self_attn.k_proj")
-			vs[t] = m.linear(h, p+"self_attn.v_proj")
+			var q, k []float64
+			if m.typ == "phi3" { // qkv_proj: q, then k, then v
+				qkv := m.linear(h, p+"self_attn.qkv_proj")
+				qd, kd := m.nh*m.hd, m.nkv*m.hd
+				q, k, vs[t] = qkv[:qd], qkv[qd:qd+kd], qkv[qd+kd:]
+			} else {
+				q, k = m.linear(h, p+"self_attn.q_proj"), m.linear(h, p+"self_attn.k_proj")
+				vs[t] = m.linear(h, p+"self_attn.v_proj")
+			}
 			if qn, ok := m.w[p+"self_attn.q_norm.weight"]; ok {
 				kn := m.w[p+"self_attn.k_norm.weight"]
 				for hh := 0; hh < m.nh; hh++ {
@@ -174,49 +280,72 @@ func (m *f64Model) logits(ids []int) [][]float64 {
 					copy(k[hh*m.hd:], m.rms(k[hh*m.hd:(hh+1)*m.hd], kn))
 				}
 			}
-			m.rotate(q, t)
-			m.rotate(k, t)
+			m.rotate(q, t, inv)
+			m.rotate(k, t, inv)
 			qs[t], ks[t] = q, k
 		}
 		for t := range xs {
 			ctx := make([]float64, m.nh*m.hd)
+			first := 0
+			if m.sliding[l] && m.window > 0 { // the mask keeps t − j < sliding_window
+				first = max(0, t-m.window+1)
+			}
 			for hh := 0; hh < m.nh; hh++ {
 				g := hh / group
 				q := qs[t][hh*m.hd : (hh+1)*m.hd]
 				sc := make([]float64, t+1)
 				mx := math.Inf(-1)
-				for j := 0; j <= t; j++ {
+				for j := first; j <= t; j++ {
 					var d float64
 					for i := 0; i < m.hd; i++ {
 						d += q[i] * ks[j][g*m.hd+i]
 					}
-					sc[j] = d / math.Sqrt(float64(m.hd))
+					sc[j] = capped(d*m.scaling, m.attnCap)
 					mx = math.Max(mx, sc[j])
 				}
 				var sum float64
-				for j := range sc {
+				for j := first; j <= t; j++ {
 					sc[j] = math.Exp(sc[j] - mx)
 					sum += sc[j]
 				}
-				for j := range sc {
+				for j := first; j <= t; j++ {
 					for i := 0; i < m.hd; i++ {
 						ctx[hh*m.hd+i] += sc[j] / sum * vs[j][g*m.hd+i]
 					}
 				}
 			}
 			o := m.linear(ctx, p+"self_attn.o_proj")
-			for i := range o {
-				xs[t][i] += o[i]
+			if m.gemma {
+				o = m.rms(o, m.w[p+"post_attention_layernorm.weight"])
 			}
-			h := m.rms(xs[t], m.w[p+"post_attention_layernorm.weight"])
-			g, u := m.linear(h, p+"mlp.gate_proj"), m.linear(h, p+"mlp.up_proj")
-			for i := range g {
-				g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+			add(xs[t], o)
+			var g, u []float64
+			switch {
+			case m.gemma:
+				h := m.rms(xs[t], m.w[p+"pre_feedforward_layernorm.weight"])
+				g, u = m.linear(h, p+"mlp.gate_proj"), m.linear(h, p+"mlp.up_proj")
+				for i, x := range g { // gelu_pytorch_tanh
+					g[i] = 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x))) * u[i]
+				}
+			case m.typ == "phi3": // gate_up_proj: gate, up = chunk(2)
+				h := m.rms(xs[t], m.w[p+"post_attention_layernorm.weight"])
+				gu := m.linear(h, p+"mlp.gate_up_proj")
+				g, u = gu[:len(gu)/2], gu[len(gu)/2:]
+				for i, x := range g {
+					g[i] = x / (1 + math.Exp(-x)) * u[i]
+				}
+			default:
+				h := m.rms(xs[t], m.w[p+"post_attention_layernorm.weight"])
+				g, u = m.linear(h, p+"mlp.gate_proj"), m.linear(h, p+"mlp.up_proj")
+				for i, x := range g {
+					g[i] = x / (1 + math.Exp(-x)) * u[i]
+				}
 			}
 			d := m.linear(g, p+"mlp.down_proj")
-			for i := range d {
-				xs[t][i] += d[i]
+			if m.gemma {
+				d = m.rms(d, m.w[p+"post_feedforward_layernorm.weight"])
 			}
+			add(xs[t], d)
 		}
 	}
 	head := "lm_head"
@@ -226,6 +355,9 @@ func (m *f64Model) logits(ids []int) [][]float64 {
 	out := make([][]float64, n)
 	for t := range xs {
 		out[t] = m.linear(m.rms(xs[t], m.w["model.norm.weight"]), head)
+		for i, v := range out[t] {
+			out[t][i] = capped(v, m.finalCap)
+		}
 	}
 	return out
 }
@@ -254,10 +386,42 @@ func synthCases(t *testing.T) map[string]synth.Spec {
 	linear := base("tiny-mistral")
 	linear.RopeTheta = 10000
 	linear.RopeScaling = &synth.RopeScaling{Type: "linear", Factor: 4}
+	// Gemma with windows shorter than the sequence and caps the synthetic scores and logits
+	// reach (50 and 30 leave them untouched); Gemma 3 with a pattern of 3 (two sliding
+	// layers, then a global one) and a short scaled global context.
+	gemma2 := base("tiny-gemma2")
+	gemma2.SlidingWindow, gemma2.AttnSoftcap, gemma2.FinalSoftcap = 8, 0.1, 0.3
+	gemma2.Layers = 3
+	gemma3 := base("tiny-gemma3")
+	gemma3.SlidingWindow, gemma3.SlidingPattern, gemma3.Layers = 8, 3, 3
+	gemma3.RopeTheta, gemma3.RopeScaling = 100, &synth.RopeScaling{Type: "linear", Factor: 2}
+	gemma3mha := base("tiny-gemma3")
+	gemma3mha.Layers, gemma3mha.KVHeads, gemma3mha.HeadDim, gemma3mha.FinalSoftcap = 2, 4, 0, 0.3
+	// Phi-3: partial rotary, GQA, and longrope with an original context below the sequence
+	// (its long factors) and above it (its short ones).
+	phi3 := base("tiny-phi3")
+	phi3long := phi3
+	phi3long.Layers, phi3long.KVHeads, phi3long.OriginalContext, phi3long.RopeScaling = 3, 4, 16, phiLongRope(24)
+	phi3short := phi3long
+	phi3short.OriginalContext, phi3short.PartialRotary, phi3short.RopeScaling = 64, 0, phiLongRope(32)
 	return map[string]synth.Spec{
 		"qwen2": base("tiny-qwen2"), "qwen3": base("tiny-qwen3"), "mistral": base("tiny-mistral"),
 		"llama3": llama3, "linear": linear, "llama": base("tiny-llama"),
+		"gemma2": gemma2, "gemma3": gemma3, "gemma3-mha": gemma3mha,
+		"phi3": phi3, "phi3-longrope": phi3long, "phi3-shortrope": phi3short,
 	}
+}
+
+// phiLongRope is a longrope rope_scaling of n pairs: short divisors from 1 to 1.5, long ones
+// from 1 to 40 (Phi-3-mini-128k's span).
+func phiLongRope(n int) *synth.RopeScaling {
+	rs := &synth.RopeScaling{Type: "longrope"}
+	for i := range n {
+		x := float64(i) / float64(n-1)
+		rs.ShortFactor = append(rs.ShortFactor, 1+0.5*x*x)
+		rs.LongFactor = append(rs.LongFactor, 1+39*x*x*x)
+	}
+	return rs
 }
 
 // synthIDs is a fixed token sequence of n ids below 512.

@@ -28,6 +28,11 @@ func decodeVector(rt rawTensor) ([]float32, error) {
 	}
 	out := make([]float32, n)
 	codec.Dequantize(out, rt.data)
+	if rt.offset != 0 {
+		for i := range out {
+			out[i] += rt.offset
+		}
+	}
 	return out, nil
 }
 

@@ -21,6 +21,39 @@ func TestRun(t *testing.T) {
 			t.Errorf("config.json lacks %s", want)
 		}
 	}
+	// The dimension overrides apply to the Gemma and Phi-3 presets too.
+	for _, c := range []struct {
+		preset string
+		want   []string
+	}{
+		{"tiny-gemma2", []string{`"head_dim": 32,`, `"query_pre_attn_scalar": 32,`, `"num_key_value_heads": 2,`, `"hidden_activation": "gelu_pytorch_tanh"`}},
+		{"tiny-gemma3", []string{`"head_dim": 32,`, `"sliding_window_pattern": 6,`, `"model_type": "gemma3_text"`, `"rope_local_base_freq": 10000`}},
+		{"tiny-phi3", []string{`"partial_rotary_factor": 0.75,`, `"original_max_position_embeddings": 4096,`, `"model_type": "phi3"`}},
+	} {
+		d := filepath.Join(t.TempDir(), c.preset)
+		args := []string{"--preset", c.preset, "-o", d, "--hidden", "128", "--layers", "2", "--heads", "8", "--kv-heads", "2", "--intermediate", "256"}
+		if c.preset != "tiny-phi3" {
+			args = append(args, "--head-dim", "32")
+		}
+		if err := run(args); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(d, "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range append(c.want, `"hidden_size": 128,`, `"num_hidden_layers": 2,`, `"num_attention_heads": 8,`, `"intermediate_size": 256,`) {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s: config.json lacks %s", c.preset, want)
+			}
+		}
+		if err := run(args); err == nil || !strings.Contains(err.Error(), "already holds a model") {
+			t.Errorf("%s again without --force: %v", c.preset, err)
+		}
+		if err := run(append(args, "--force")); err != nil {
+			t.Errorf("%s --force: %v", c.preset, err)
+		}
+	}
 	for args, want := range map[string]string{
 		"--preset nope -o x":      `unknown preset "nope"`,
 		"--preset tiny-llama":     "-o: output folder required",

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gquant/gquant/formats/gqf"
+	"github.com/gquant/gquant/formats/hf/synth"
 	"github.com/gquant/gquant/internal/peers"
 	"github.com/gquant/gquant/runtime"
 )
@@ -318,5 +319,102 @@ func TestInteropExternalData(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestInteropONNXFamilies: the full graphs of the families beyond Llama's, exported from gqf
+// files and run by ONNX Runtime, reproduce gquant's runtime on the same files: tiny Gemma 2
+// (GeGLU, post-norms, scaled embedding, sliding window 16 and caps the synthetic scores and
+// logits reach: Tanh), Gemma 3 (q/k norms, its sliding layers' own rotary table, a window of
+// 16, linear scaling) and Phi-3 (fused gate_up, partial rotary, longrope's long factors, and
+// its short ones in a graph shorter than the original context), over
+// windows of 32 positions. The float exports of the f16 and w4a16 files: KL(ORT ‖ gquant) ≤
+// 1e-5 and every log-probability within 1e-3; the QDQ export of the w8a16 file: KL(ORT ‖
+// gquant) ≤ 1 % of the quantization's own KL(bf16 ‖ gquant).
+func TestInteropONNXFamilies(t *testing.T) {
+	node, modules := peers.Require(t, "onnxruntime-node")
+	const L = 32
+	preset := func(name string) synth.Spec {
+		s, err := synth.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	g2, g3, p3 := preset("tiny-gemma2"), preset("tiny-gemma3"), preset("tiny-phi3")
+	g2.SlidingWindow, g2.AttnSoftcap, g2.FinalSoftcap = 16, 0.1, 0.3
+	g3.SlidingWindow, g3.Layers, g3.SlidingPattern = 16, 3, 3
+	p3.OriginalContext, p3.RopeScaling = 16, &synth.RopeScaling{Type: "longrope"}
+	for i := range 24 {
+		x := float64(i) / 23
+		p3.RopeScaling.ShortFactor = append(p3.RopeScaling.ShortFactor, 1+0.5*x*x)
+		p3.RopeScaling.LongFactor = append(p3.RopeScaling.LongFactor, 1+39*x*x*x)
+	}
+	// The graph of 32 positions of a model whose original context is 64 holds longrope's short
+	// factors, and gquant's runtime takes them for the file whatever a State's capacity.
+	p3short := p3
+	p3short.OriginalContext = 64
+	for name, spec := range map[string]synth.Spec{"gemma2": g2, "gemma3": g3, "phi3": p3, "phi3-short": p3short} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "model")
+			if err := synth.Generate(dir, spec, synth.Options{Seed: 7, TokenizerDir: model260k}); err != nil {
+				t.Fatal(err)
+			}
+			bf16, err := runtime.Load(dir, runtime.Options{Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wins := windows(t, bf16, 3, L)
+			ref := evalLogits(t, bf16, wins)
+			bf16.Close()
+			var prompts []refPrompt
+			for _, w := range wins {
+				prompts = append(prompts, refPrompt{ids: w})
+			}
+			for _, c := range []struct {
+				scheme string
+				qdq    bool
+			}{{"f16", false}, {"w4a16", false}, {"w8a16", true}} {
+				path := convertTo(t, dir, c.scheme, L)
+				f, err := gqf.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				onnxPath := filepath.Join(t.TempDir(), "m.onnx")
+				_, err = WriteONNX(onnxPath, f, Options{QDQ: c.qdq}, false)
+				f.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				ort := ortLogits(t, node, modules, onnxPath, L, prompts)
+				m, err := runtime.Load(path, runtime.Options{Threads: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ours := evalLogits(t, m, wins)
+				m.Close()
+				var klOrt, klRef, d float64
+				n := 0
+				for i := range wins {
+					for p := range wins[i] {
+						lq := logSoftmax(ort[i][p])
+						klOrt += kl(lq, ours[i][p])
+						klRef += kl(ref[i][p], ours[i][p])
+						for j := range lq {
+							d = max(d, math.Abs(lq[j]-ours[i][p][j]))
+						}
+						n++
+					}
+				}
+				klOrt, klRef = klOrt/float64(n), klRef/float64(n)
+				t.Logf("%s %s qdq=%v: KL(ORT‖gquant) %.3g, largest log-probability difference %.3g, KL(bf16‖gquant) %.3g", name, c.scheme, c.qdq, klOrt, d, klRef)
+				switch {
+				case c.qdq && !(klOrt <= 0.01*klRef):
+					t.Errorf("%s %s: KL(ORT‖gquant) %.3g is more than 1 %% of KL(bf16‖gquant) %.3g", name, c.scheme, klOrt, klRef)
+				case !c.qdq && (!(klOrt <= 1e-5) || !(d <= 1e-3)):
+					t.Errorf("%s %s: KL %.3g (limit 1e-5), log-probabilities within %.3g (limit 1e-3)", name, c.scheme, klOrt, d)
+				}
+			}
+		})
 	}
 }

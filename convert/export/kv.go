@@ -47,26 +47,31 @@ const (
 
 // Metadata is metadata.json.
 type Metadata struct {
-	Format              string      `json:"format"`
-	Producer            string      `json:"producer"`
-	Source              string      `json:"source"`
-	Scheme              string      `json:"scheme"`
-	QDQ                 bool        `json:"qdq"`
-	ContextLength       int         `json:"context_length"`
-	Layers              int         `json:"layers"`
-	Heads               int         `json:"heads"`
-	KVHeads             int         `json:"kv_heads"`
-	HeadDim             int         `json:"head_dim"`
-	Hidden              int         `json:"hidden"`
-	Vocab               int         `json:"vocab"`
-	RopeInvFreq         []float32   `json:"rope_inv_freq"`
-	RopeAttentionFactor float64     `json:"rope_attention_factor"`
-	AttentionMaskValue  float32     `json:"attention_mask_value"`
-	BOSID               int         `json:"bos_id"`
-	AddBOS              bool        `json:"add_bos"`
-	EOSIDs              []int       `json:"eos_ids"`
-	Encodings           string      `json:"encodings,omitempty"`
-	Graphs              []GraphInfo `json:"graphs"`
+	Format              string    `json:"format"`
+	Producer            string    `json:"producer"`
+	Source              string    `json:"source"`
+	Scheme              string    `json:"scheme"`
+	QDQ                 bool      `json:"qdq"`
+	ContextLength       int       `json:"context_length"`
+	Layers              int       `json:"layers"`
+	Heads               int       `json:"heads"`
+	KVHeads             int       `json:"kv_heads"`
+	HeadDim             int       `json:"head_dim"`
+	Hidden              int       `json:"hidden"`
+	Vocab               int       `json:"vocab"`
+	RopeInvFreq         []float32 `json:"rope_inv_freq"`
+	RopeAttentionFactor float64   `json:"rope_attention_factor"`
+	// RopeInvFreqLocal is the sliding layers' own table (Gemma 3: position_ids_cos_local and
+	// _sin_local, factor 1); SlidingWindow the span of attention_mask_sliding's layers, when
+	// shorter than the context. Absent for models without them.
+	RopeInvFreqLocal   []float32   `json:"rope_inv_freq_local,omitempty"`
+	SlidingWindow      int         `json:"sliding_window,omitempty"`
+	AttentionMaskValue float32     `json:"attention_mask_value"`
+	BOSID              int         `json:"bos_id"`
+	AddBOS             bool        `json:"add_bos"`
+	EOSIDs             []int       `json:"eos_ids"`
+	Encodings          string      `json:"encodings,omitempty"`
+	Graphs             []GraphInfo `json:"graphs"`
 }
 
 // GraphInfo is one graph of the export: File when in one part, else Files; Parts has the
@@ -181,9 +186,10 @@ func (m *kvModel) source(ar, ctx, first, last int) (*source, error) {
 		switch e := m.encs[pt]; {
 		case e != nil:
 			v.Encoding = proto.Clone(e).(*gqf.Encoding)
-		case pt == arch.InputCos || pt == arch.InputSin || pt == "rope.sin_signed":
+		case pt == arch.InputCos || pt == arch.InputSin || pt == "rope.sin_signed",
+			pt == arch.InputCosLocal || pt == arch.InputSinLocal || pt == "rope_local.sin_signed":
 			v.Encoding = proto.Clone(unit).(*gqf.Encoding)
-		case pt == arch.InputAttentionMask:
+		case pt == arch.InputAttentionMask || pt == arch.InputAttentionMaskSWA:
 			v.Encoding = proto.Clone(mask).(*gqf.Encoding)
 		default:
 			return fmt.Errorf("%s: graph: %s (of %s) has no encoding in the file", m.f.Path, v.Name, pt)
@@ -262,8 +268,18 @@ func WriteKV(dir string, f *gqf.File, o KVOptions) ([]Written, error) {
 	meta := &Metadata{Format: "gquant-onnx-kv/1", Producer: "gquant " + o.Version, Source: filepath.Base(f.Path),
 		Scheme: f.Manifest.Scheme, QDQ: o.QDQ, ContextLength: o.Ctx, Layers: s.Layers, Heads: s.Heads,
 		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Hidden: s.Hidden, Vocab: s.Vocab,
-		RopeInvFreq: arch.RopeInvFreq(s, arch.RopeFreqFactors(s)), RopeAttentionFactor: 1,
+		RopeInvFreq: arch.RopeInvFreq(arch.Ropes(s)[0], arch.RopeFreqFactors(s)), RopeAttentionFactor: 1,
 		AttentionMaskValue: m.mask, BOSID: tok.BOS(), AddBOS: tok.AddBOS(), EOSIDs: tok.EOSIDs()}
+	if sc := s.RopeScaling; sc != nil && sc.Type == "longrope" { // the factors of a context of ctx
+		f, a := arch.LongRopeFactors(s, o.Ctx)
+		meta.RopeInvFreq, meta.RopeAttentionFactor = arch.RopeInvFreq(arch.Ropes(s)[0], f), float64(a)
+	}
+	if rs := arch.Ropes(s); len(rs) > 1 {
+		meta.RopeInvFreqLocal = arch.RopeInvFreq(rs[1], nil)
+	}
+	if w := m.graph.Window(); w > 0 && w < o.Ctx {
+		meta.SlidingWindow = w
+	}
 	if meta.EOSIDs == nil {
 		meta.EOSIDs = []int{}
 	}

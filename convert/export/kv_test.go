@@ -436,14 +436,32 @@ func TestAIMETKVNamesMatchONNX(t *testing.T) {
 // TestInteropKVFamilies: the deployment graphs of the other families gquant lowers, run by
 // ONNX Runtime as TestInteropKV runs them, reproduce gquant's runtime on the same f16 file:
 // tiny-llama3 (grouped-query attention, llama3 rope scaling in rope_inv_freq, tied), tiny-qwen2
-// (q/k/v biases) and tiny-qwen3 (per-head q/k norms, head_dim 128 ≠ hidden/heads), in two
-// parts, prompt and token graphs, KL ≤ 1e-5 and every logit within 1e-3 of the runtime's.
+// (q/k/v biases), tiny-qwen3 (per-head q/k norms, head_dim 128 ≠ hidden/heads), tiny-gemma2
+// (GeGLU, post-norms, scaled embedding, soft-capping, a window of 16 in a context of 32:
+// attention_mask_sliding), tiny-gemma3 (its sliding layers' own rotary table,
+// position_ids_*_local) and tiny-phi3 (fused gate_up, partial rotary, longrope's long factors
+// and attention factor), in two parts, prompt and token graphs, KL ≤ 1e-5 and every logit
+// within 1e-3 of the runtime's.
 func TestInteropKVFamilies(t *testing.T) {
 	node, modules := peers.Require(t, "onnxruntime-node")
-	for _, preset := range []string{"tiny-llama3", "tiny-qwen2", "tiny-qwen3"} {
+	for _, preset := range []string{"tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3", "tiny-phi3"} {
 		spec, err := synth.Preset(preset)
 		if err != nil {
 			t.Fatal(err)
+		}
+		switch preset {
+		case "tiny-gemma2", "tiny-gemma3":
+			spec.SlidingWindow = 16
+			if preset == "tiny-gemma3" {
+				spec.Layers, spec.SlidingPattern = 3, 3
+			}
+		case "tiny-phi3":
+			spec.OriginalContext, spec.RopeScaling = 16, &synth.RopeScaling{Type: "longrope"}
+			for i := range 24 {
+				x := float64(i) / 23
+				spec.RopeScaling.ShortFactor = append(spec.RopeScaling.ShortFactor, 1+0.5*x*x)
+				spec.RopeScaling.LongFactor = append(spec.RopeScaling.LongFactor, 1+39*x*x*x)
+			}
 		}
 		dir := filepath.Join(t.TempDir(), preset)
 		if err := synth.Generate(dir, spec, synth.Options{Seed: 7, TokenizerDir: model260k}); err != nil {

@@ -19,6 +19,7 @@ var onnxOps = map[string]string{
 	"Reshape":             "Reshape",
 	"Transpose":           "Transpose",
 	"Sigmoid":             "Sigmoid",
+	"Tanh":                "Tanh",
 	"Concat":              "Concat",
 }
 

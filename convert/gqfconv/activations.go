@@ -141,7 +141,7 @@ func activationEncodings(w *gqf.Writer, graph *arch.Graph, low *arch.Lowered, in
 	if lo, hi, ok := scoreRange(res.Stats, inv.Spec); ok && (o.Stats == nil || !hasScores(o.Stats, inv.Spec)) {
 		if m := arch.MaskFor(lo, hi); m != graph.Mask {
 			graph.Mask = m
-			if err := rewriteMask(w, low, m); err != nil {
+			if err := rewriteMask(w, low, m, graph.Window()); err != nil {
 				return "", err
 			}
 		}
@@ -206,20 +206,27 @@ func hasScores(st *stats.Stats, spec *arch.Spec) bool {
 	return spec.Layers > 0
 }
 
-// rewriteMask writes the causal mask constant again with mask m (the file being written).
-func rewriteMask(w *gqf.Writer, low *arch.Lowered, m float32) error {
+// rewriteMask writes the mask constants again with mask m (the file being written): the
+// causal one and, with a sliding window, the sliding layers' (window the graph's).
+func rewriteMask(w *gqf.Writer, low *arch.Lowered, m float32, window int) error {
 	L := int(low.Graph.MaxLen)
-	vals := make([]float32, L*L)
-	for i := 0; i < L; i++ {
-		for j := i + 1; j < L; j++ {
-			vals[i*L+j] = m
+	for _, c := range []struct {
+		name string
+		w    int
+	}{{arch.ConstMask, 0}, {arch.ConstMaskSWA, window}} {
+		t := w.Tensor(c.name)
+		if t == nil {
+			if c.name == arch.ConstMask {
+				return fmt.Errorf("graph: %s: not in the file", c.name)
+			}
+			continue
+		}
+		vals := arch.CausalMask(L, c.w, m)
+		if err := convert.EmitFloats(gguf.F32, vals, 0, 0, func(_ int, off uint64, b []byte) error { return w.WriteAt(t.Data, off, b) }); err != nil {
+			return err
 		}
 	}
-	t := w.Tensor(arch.ConstMask)
-	if t == nil {
-		return fmt.Errorf("graph: %s: not in the file", arch.ConstMask)
-	}
-	return convert.EmitFloats(gguf.F32, vals, 0, 0, func(_ int, off uint64, b []byte) error { return w.WriteAt(t.Data, off, b) })
+	return nil
 }
 
 // rangeEncoding is the per-tensor encoding of an activation from its statistics.

@@ -14,9 +14,10 @@ const (
 	OpReshape             = "Reshape"             // attr shape (ONNX rules: 0 copies, −1 infers)
 	OpTranspose           = "Transpose"           // attr perm
 	OpSigmoid             = "Sigmoid"
+	OpTanh                = "Tanh"   // soft-capping (Gemma 2)
 	OpConcat              = "Concat" // attr axis
 )
 
 // Ops lists the vocabulary.
 var Ops = []string{OpFullyConnected, OpMatMul, OpRmsNorm, OpElementWiseMultiply, OpElementWiseAdd,
-	OpSoftmax, OpGather, OpReshape, OpTranspose, OpSigmoid, OpConcat}
+	OpSoftmax, OpGather, OpReshape, OpTranspose, OpSigmoid, OpTanh, OpConcat}

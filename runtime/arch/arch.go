@@ -28,7 +28,7 @@ func (l RopeLayout) String() string {
 
 // RopeScaling is the rope scaling a config asks for.
 type RopeScaling struct {
-	Type                 string  // "linear", "llama3", "yarn"
+	Type                 string  // "linear", "llama3", "yarn", "longrope"
 	Factor               float64 // all types
 	LowFreqFactor        float64 // llama3
 	HighFreqFactor       float64 // llama3
@@ -38,6 +38,10 @@ type RopeScaling struct {
 	YarnBetaFast         float64
 	YarnBetaSlow         float64
 	HasYarnExt, HasYarnA bool
+	// longrope (Phi-3): per-pair divisors of the frequencies for contexts up to
+	// OriginalContext (short) and beyond it (long), and the factor of cos and sin.
+	ShortFactor, LongFactor []float64
+	LongAttnFactor          float64
 }
 
 // Spec is everything the converter and the runtime need to know about one model.
@@ -58,9 +62,86 @@ type Spec struct {
 	RopeScaling  *RopeScaling
 	Tied         bool // output shares token_embd
 	QKVBias      bool // Qwen2
-	QKNorm       bool // Qwen3
+	QKNorm       bool // Qwen3, Gemma 3
 	// ExplicitHeadDim records whether the config set head_dim (then GGUF gets key/value_length).
 	ExplicitHeadDim bool
+
+	// Gemma 2 and 3, Phi-3 (zero values: the Llama layout).
+	Act        Activation // the FFN's gate activation
+	EmbedScale bool       // embeddings scaled by √hidden (Gemma)
+	PostNorms  bool       // RMSNorm after attention and after the FFN, before each residual add (Gemma)
+	// QueryScalar is query_pre_attn_scalar: scores scaled by its −½ power (0: head_dim's).
+	QueryScalar float64
+	// AttnSoftcap and FinalSoftcap soft-cap the attention scores and the logits: x ↦
+	// c·tanh(x/c) (0: none).
+	AttnSoftcap, FinalSoftcap float64
+	// SlidingWindow is the span of sliding-window attention (0: none): a token sees itself and
+	// the SlidingWindow−1 positions before it, on the layers SlidingPattern selects: layer l
+	// slides when l mod P < P−1 (llama.cpp's swa pattern; 0: every layer).
+	SlidingWindow, SlidingPattern int
+	// RopeLocalTheta is the RoPE base of the sliding layers, which take no rope scaling
+	// (Gemma 3's rope_local_base_freq); 0: every layer has the global RoPE.
+	RopeLocalTheta float64
+	// RopeDims is the number of rotated dimensions of each head (partial rotary: the first
+	// RopeDims, the rest passed through); 0 means HeadDim.
+	RopeDims int
+	// FusedGateUp: the FFN's gate and up projections are one matrix (ffn_up, gate rows first,
+	// 2×Intermediate rows), as Phi-3 stores them and llama.cpp's phi3 reads them.
+	FusedGateUp bool
+	// FusedQKV: a Phi-3 GGUF holds q, k and v as one attn_qkv matrix (convert_hf_to_gguf.py
+	// writes it so; gquant writes attn_q/k/v), read as their row ranges.
+	FusedQKV bool
+	// OriginalContext is Phi-3's original_max_position_embeddings (llama.cpp's
+	// rope.scaling.original_context_length); RopeAttnFactor its rope.scaling.attn_factor as a
+	// GGUF file states it (the loader turns both into a longrope RopeScaling).
+	OriginalContext int
+	RopeAttnFactor  float64
+	// HFPrefix is the HF name prefix of the decoder's tensors ("" for "model."; a multimodal
+	// checkpoint's text model has its own, set from the checkpoint's names by CheckHF).
+	HFPrefix string
+}
+
+// hfPrefix is the HF name prefix of the decoder's tensors.
+func (s *Spec) hfPrefix() string {
+	if s.HFPrefix == "" {
+		return "model."
+	}
+	return s.HFPrefix
+}
+
+// Activation is the FFN's gate activation.
+type Activation int
+
+const (
+	// ActSiLU gates with silu (SwiGLU).
+	ActSiLU Activation = iota
+	// ActGELUTanh gates with the tanh approximation of GELU (GeGLU, transformers'
+	// gelu_pytorch_tanh).
+	ActGELUTanh
+)
+
+func (a Activation) String() string {
+	if a == ActGELUTanh {
+		return "gelu_pytorch_tanh"
+	}
+	return "silu"
+}
+
+// IsSliding reports whether layer l attends over a sliding window.
+func (s *Spec) IsSliding(l int) bool {
+	if s.SlidingWindow <= 0 {
+		return false
+	}
+	p := s.SlidingPattern
+	return p == 0 || l%p < p-1
+}
+
+// RotDims is the number of rotated dimensions of each head.
+func (s *Spec) RotDims() int {
+	if s.RopeDims > 0 {
+		return s.RopeDims
+	}
+	return s.HeadDim
 }
 
 // Validate checks the internal consistency of a spec and the range of its values (see
@@ -91,6 +172,12 @@ const (
 	FFNGate    Role = "ffn_gate.weight"
 	FFNUp      Role = "ffn_up.weight"
 	FFNDown    Role = "ffn_down.weight"
+	// Gemma's norms after attention and after the FFN.
+	AttnPostNorm Role = "post_attention_norm.weight"
+	FFNPostNorm  Role = "post_ffw_norm.weight"
+	// Phi-3's longrope frequency divisors (llama.cpp's names; generated from the config).
+	RopeFactorsLong  Role = "rope_factors_long.weight"
+	RopeFactorsShort Role = "rope_factors_short.weight"
 )
 
 // IsLinear reports whether a role is the weight matrix of a linear layer inside a block.
@@ -145,6 +232,26 @@ type Tensor struct {
 	Shape     []int     // HF order: [out, in] for matrices, [n] for vectors
 	Transform Transform // applied from HF to GGUF
 	Generated bool      // computed from the config (rope_freqs), not read from the checkpoint
+	// Offset is added to every stored value on the way from the HF checkpoint, in every
+	// format: Gemma's RMSNorm multiplies by 1 + w, llama.cpp's (and the graph's) by its
+	// weight, so convert_hf_to_gguf.py stores 1 + w (in float32) and so does gquant.
+	Offset float32
+	// SrcRow0 and SrcShape locate a tensor cut from a fused HF tensor (Phi-3's qkv_proj): its
+	// rows start at row SrcRow0 of HFName, whose shape is SrcShape (nil: the tensor is HFName
+	// whole, of shape Shape).
+	SrcRow0  int
+	SrcShape []int
+	// GGUFSrc names the GGUF tensor it is cut from the same way, when a GGUF file holds it
+	// fused (llama.cpp's phi3 attn_qkv; "": the tensor is stored under its own name).
+	GGUFSrc string
+}
+
+// HFShape is the shape of the HF tensor the tensor is read from.
+func (t Tensor) HFShape() []int {
+	if t.SrcShape != nil {
+		return t.SrcShape
+	}
+	return t.Shape
 }
 
 // Family is one model family.
@@ -168,7 +275,7 @@ type Family interface {
 	RopeLayout(format string) RopeLayout
 }
 
-var families = []Family{llamaFamily{}, qwen2Family{}, qwen3Family{}}
+var families = []Family{llamaFamily{}, qwen2Family{}, qwen3Family{}, gemma2Family{}, gemma3Family{}, phi3Family{}}
 
 // Families lists every supported family.
 func Families() []Family { return families }

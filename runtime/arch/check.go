@@ -21,6 +21,7 @@ const MaxContext = math.MaxInt32
 type keyNames struct {
 	hidden, intermediate, layers, heads, kvHeads, headDim, vocab, context, eps, theta string
 	factor, lowFreq, highFreq, origContext, extFactor, attnFactor, betaFast, betaSlow string
+	scaling                                                                           string
 }
 
 var hfKeys = &keyNames{
@@ -30,7 +31,7 @@ var hfKeys = &keyNames{
 	factor: "rope_scaling.factor", lowFreq: "rope_scaling.low_freq_factor",
 	highFreq: "rope_scaling.high_freq_factor", origContext: "rope_scaling.original_max_position_embeddings",
 	extFactor: "rope_scaling.extrapolation_factor", attnFactor: "rope_scaling.attention_factor",
-	betaFast: "rope_scaling.beta_fast", betaSlow: "rope_scaling.beta_slow",
+	betaFast: "rope_scaling.beta_fast", betaSlow: "rope_scaling.beta_slow", scaling: "rope_scaling",
 }
 
 // ggufKeys are the llama.cpp metadata keys of architecture a ("llama"). The vocabulary is the
@@ -45,6 +46,7 @@ func ggufKeys(a string) *keyNames {
 		highFreq: "rope_freqs.weight", origContext: p + "rope.scaling.original_context_length",
 		extFactor: p + "rope.scaling.yarn_ext_factor", attnFactor: p + "rope.scaling.yarn_attn_factor",
 		betaFast: p + "rope.scaling.yarn_beta_fast", betaSlow: p + "rope.scaling.yarn_beta_slow",
+		scaling: p + "rope.scaling.type",
 	}
 }
 
@@ -133,6 +135,9 @@ func (s *Spec) validate(k *keyNames) error {
 			}
 			f32(k.betaFast, sc.YarnBetaFast, 0, false, 0)
 			f32(k.betaSlow, sc.YarnBetaSlow, 0, false, 0)
+			// Read and checked, then refused: the runtime does not compute YaRN, so that
+			// convert, run, calibrate and verify all refuse such a model alike.
+			bad(k.scaling, "yarn is not supported (supported: linear, llama3; longrope for Phi-3)")
 		}
 	}
 	if len(probs) > 0 {
@@ -166,6 +171,13 @@ type Stored struct {
 // A tensor the checks need but the file lacks is left to the caller's per-tensor check,
 // which reports it as missing; nothing here or there is sized by an unchecked value.
 func CheckStored(s *Spec, fam Family, format, where string, tensors []Stored) error {
+	if format == "hf" { // a multimodal Gemma 3's text model: its prefix, from the names
+		names := make([]string, len(tensors))
+		for i, t := range tensors {
+			names[i] = t.Name
+		}
+		resolveHF(s, names)
+	}
 	k := keysFor(format, s)
 	name := func(t Tensor) string {
 		if format == "hf" {
@@ -175,7 +187,7 @@ func CheckStored(s *Spec, fam Family, format, where string, tensors []Stored) er
 	}
 	layerPrefix := "blk."
 	if format == "hf" {
-		layerPrefix = "model.layers."
+		layerPrefix = s.hfPrefix() + "layers."
 	}
 	shapes := make(map[string][]int, len(tensors))
 	layers := map[int]string{} // layer index -> its first tensor, in file order
@@ -224,8 +236,8 @@ func CheckStored(s *Spec, fam Family, format, where string, tensors []Stored) er
 	}
 	stored := func(r Role) (string, []int, bool) {
 		t, ok := ref[r]
-		if !ok {
-			return "", nil, false
+		if !ok || (format == "hf" && t.SrcShape != nil) {
+			return "", nil, false // absent, or cut from a fused tensor (checked whole by the caller)
 		}
 		n := name(t)
 		sh, ok := shapes[n]
@@ -267,6 +279,9 @@ func CheckStored(s *Spec, fam Family, format, where string, tensors []Stored) er
 		want := map[string]bool{string(RopeFreqs): true}
 		for _, t := range fam.Tensors(s) {
 			want[name(t)] = true
+			if t.GGUFSrc != "" {
+				want[t.GGUFSrc] = true
+			}
 		}
 		var extra []string
 		for _, t := range tensors {

@@ -137,7 +137,8 @@ func TestSpecFromGGUFRefuses(t *testing.T) {
 		{"llama.embedding_length", uint32(0), "llama.embedding_length: must be positive, got 0"},
 		{"llama.context_length", uint32(0), "llama.context_length: must be in [1, 2147483647], got 0"},
 		{"llama.context_length", uint32(math.MaxUint32), "llama.context_length: must be in [1, 2147483647], got 4294967295"},
-		{"llama.rope.dimension_count", uint32(8), "llama.rope.dimension_count: 8, but the head dimension is 16"},
+		{"llama.rope.dimension_count", uint32(18), "llama.rope.dimension_count: 18, but the head dimension is 16"},
+		{"llama.rope.dimension_count", uint32(7), "llama.rope.dimension_count: 7, but the head dimension is 16"},
 		{"llama.attention.value_length", uint32(8), "llama.attention.value_length: 8, but the key length is 16"},
 		{"llama.vocab_size", uint32(101), "llama.vocab_size: 101, but tokenizer.ggml.tokens has 100 tokens"},
 		{"llama.rope.freq_base", float32(math.Inf(1)), "llama.rope.freq_base: must be finite, got +Inf"},
@@ -148,6 +149,7 @@ func TestSpecFromGGUFRefuses(t *testing.T) {
 		{"llama.attention.layer_norm_rms_epsilon", nil, "llama.attention.layer_norm_rms_epsilon: missing"},
 		{"llama.attention.head_count_kv", uint32(3), "llama.attention.head_count: 4 is not a multiple of llama.attention.head_count_kv 3"},
 		{"llama.rope.scaling.type", "spiral", `llama.rope.scaling.type: unsupported rope scaling type "spiral"`},
+		{"llama.rope.scaling.type", "yarn", `llama.rope.scaling.type: yarn is not supported`},
 	} {
 		kv := base()
 		if c.v == nil {
@@ -202,6 +204,10 @@ func TestSpecFromHFRanges(t *testing.T) {
 			"rope_scaling.high_freq_factor: 1 must be greater than the low frequency factor 2"},
 		{"rope_scaling", map[string]any{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64.0, "beta_fast": math.Inf(1)},
 			"rope_scaling.beta_fast: must be finite, got +Inf"},
+		{"rope_scaling", map[string]any{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64.0},
+			"rope_scaling: yarn is not supported (supported: linear, llama3; longrope for Phi-3)"},
+		{"rope_scaling", map[string]any{"rope_type": "longrope", "short_factor": []any{1.0}, "long_factor": []any{1.0}},
+			`rope_scaling: rope type "longrope" is supported for Phi-3 only`},
 		{"rope_parameters", map[string]any{"rope_theta": -1.0}, "rope_theta: must be greater than 0, got -1"},
 		{"num_attention_heads", 1e9, "num_attention_heads: 1000000000 exceeds hidden_size 64, and head_dim is not set (it would be 0)"},
 	} {

@@ -81,6 +81,30 @@ func (r *cfgReader) boolOpt(key string, def bool) bool {
 	return b
 }
 
+// floats reads an optional list of numbers.
+func (r *cfgReader) floats(key string) []float64 {
+	v, ok := r.m[key]
+	if !ok || v == nil {
+		return nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		r.err = append(r.err, fmt.Sprintf("%s: want a list of numbers, got %T", key, v))
+		return nil
+	}
+	out := make([]float64, len(list))
+	for i, e := range list {
+		er := &cfgReader{m: map[string]any{"v": e}}
+		f, ok := er.num("v")
+		if !ok || math.IsNaN(f) || math.IsInf(f, 0) || !(f > 0) {
+			r.err = append(r.err, fmt.Sprintf("%s[%d]: want a positive number, got %v", key, i, e))
+			return nil
+		}
+		out[i] = f
+	}
+	return out
+}
+
 func (r *cfgReader) str(key string) string {
 	s, _ := r.m[key].(string)
 	return s
@@ -158,6 +182,10 @@ func commonSpec(cfg map[string]any, family, ggufArch string, defaultTied bool) (
 				r.err = append(r.err, "rope_scaling: a factor without rope_type (or type)")
 			}
 		case "default":
+		case "longrope", "su": // Phi-3: read by phi3Family
+			if family != "phi3" {
+				r.err = append(r.err, fmt.Sprintf("rope_scaling: rope type %q is supported for Phi-3 only", typ))
+			}
 		case "linear", "llama3", "yarn":
 			factor, hasFactor := rr.num("factor")
 			sc := &RopeScaling{Type: typ, Factor: factor}
@@ -193,7 +221,7 @@ func commonSpec(cfg map[string]any, family, ggufArch string, defaultTied bool) (
 				s.RopeScaling = sc // validate checks its values
 			}
 		default:
-			r.err = append(r.err, fmt.Sprintf("rope_scaling: unsupported rope type %q (supported: linear, llama3, yarn)", typ))
+			r.err = append(r.err, fmt.Sprintf("rope_scaling: unsupported rope type %q (supported: linear, llama3, yarn; longrope for Phi-3)", typ))
 		}
 	}
 	return s, r
@@ -364,7 +392,11 @@ func commonSpecGGUF(get func(string) (any, bool), family, ggufArch string) (*Spe
 		g.bad(a+"attention.value_length", "%d, but the key length is %d (the runtime needs them equal)", v, s.HeadDim)
 	}
 	if v, ok := g.count(a + "rope.dimension_count"); ok && s.HeadDim > 0 && v != s.HeadDim {
-		g.bad(a+"rope.dimension_count", "%d, but the head dimension is %d (the runtime rotates whole heads)", v, s.HeadDim)
+		if v == 0 || v > s.HeadDim || v%2 != 0 {
+			g.bad(a+"rope.dimension_count", "%d, but the head dimension is %d (want an even count of rotated dimensions up to it)", v, s.HeadDim)
+		} else {
+			s.RopeDims = v // partial rotary
+		}
 	}
 	tokens := -1
 	if v, ok := get("tokenizer.ggml.tokens"); ok {

@@ -16,22 +16,30 @@ import (
 //
 // Semantics per node (x: the first input, rows of the input's width):
 //
-//	embed      rows of Weight for the token ids
+//	embed      rows of Weight for the token ids, times Scale when set (Gemma: √hidden)
 //	rms_norm   x / sqrt(mean(x²) + eps) · Weight over rows of Dim, or over each of Heads heads
 //	linear     x·Weightᵀ (+ Bias)
-//	rope       rotary embedding of each of Heads heads, at the token's position
-//	attention  per query head h: softmax(q_h·Kᵀ·scale + mask)·V over the positions of the KV
-//	           cache (past positions, then the new ones), K and V of KV head h/(Heads/KVHeads);
+//	rope       rotary embedding of each of Heads heads, at the token's position, with the
+//	           frequencies of table Graph.Ropes[Rope]: the first Dims of each head rotated
+//	           (rotate-half pairs j, j+Dims/2), the rest passed through
+//	attention  per query head h: softmax(cap(q_h·Kᵀ·Scale) + mask)·V over the positions of the
+//	           KV cache (past positions, then the new ones), K and V of KV head h/(Heads/KVHeads);
+//	           cap(s) = Cap·tanh(s/Cap) when Cap is set (Gemma 2), s otherwise;
 //	           In = q (after RoPE), k (after RoPE: what the cache stores), v
 //	add        x + y
-//	swiglu     silu(gate)·up = gate·sigmoid(gate)·up
+//	swiglu     silu(gate)·up = gate·sigmoid(gate)·up; with one input, gate and up are its two
+//	           halves (Phi-3's fused gate_up: gate first)
+//	geglu      gelu_tanh(gate)·up, gelu_tanh(g) = g·sigmoid(2·√(2/π)·(g + 0.044715·g³)) (the
+//	           tanh approximation written with a sigmoid: 0.5·(1 + tanh(z)) = sigmoid(2z))
+//	softcap    Cap·tanh(x/Cap) (Gemma 2's final logits)
 //
-// mask is 0 for a position at or before the token's own and Graph.Mask after it. The masked
-// positions contribute about e^Mask of a visible one to the softmax: the runtime's fast path
-// leaves them out (exactly 0); when the points of an attention node are observed or quantized
-// it computes them, over the new tokens of the evaluation, as the primitive graph does. A
-// finite mask masks only when it is far below the spread of the scores: MaskFor chooses one
-// from their calibrated range.
+// mask is 0 for a visible position and Graph.Mask for the others: a position is visible when
+// it is at or before the token's own and, for an attention node with a Window, less than
+// Window before it (sliding-window attention). The masked positions contribute about e^Mask
+// of a visible one to the softmax: the runtime's fast path leaves them out (exactly 0); when
+// the points of an attention node are observed or quantized it computes them, over the new
+// tokens of the evaluation, as the primitive graph does. A finite mask masks only when it is
+// far below the spread of the scores: MaskFor chooses one from their calibrated range.
 
 // Op is the operation of a node.
 type Op string
@@ -45,6 +53,8 @@ const (
 	OpAttention Op = "attention"
 	OpAdd       Op = "add"
 	OpSwiGLU    Op = "swiglu"
+	OpGeGLU     Op = "geglu"
+	OpSoftcap   Op = "softcap"
 )
 
 // MaskValue is the default mask, added to the attention scores of positions after a token's
@@ -90,6 +100,23 @@ type Node struct {
 	// Tail marks the nodes computed only for the positions whose logits are wanted (the final
 	// norm and the output layer).
 	Tail bool
+	// Scale multiplies an embed node's rows (0: none) and an attention node's scores.
+	Scale float32
+	// Cap is the soft-cap of an attention node's scores (0: none) and of a softcap node.
+	Cap float32
+	// Window is an attention node's sliding window (0: none).
+	Window int
+	// Rope is a rope node's table in Graph.Ropes.
+	Rope int
+}
+
+// RopeTable is one set of rotary frequencies: the base, the rope scaling folded into the
+// frequencies (linear, llama3's rope_freqs, longrope's factors) and the rotated dimensions
+// of each head.
+type RopeTable struct {
+	Theta   float64
+	Scaling *RopeScaling // nil: none
+	Dims    int
 }
 
 // Graph is a model's decoder.
@@ -98,9 +125,12 @@ type Graph struct {
 	Nodes []Node
 	// Output is the value holding the logits.
 	Output string
-	// Mask is added to the attention scores of the positions after a token's own (see the
+	// Mask is added to the attention scores of the positions a token does not see (see the
 	// semantics above); ModelGraph sets MaskValue.
 	Mask float32
+	// Ropes are the rotary tables of the rope nodes: the global one, then (Gemma 3) the
+	// sliding layers' own.
+	Ropes []RopeTable
 }
 
 // prefix is the naming stem of a node's internal points: "blk.0.q" for the rope
@@ -109,7 +139,7 @@ func (n *Node) prefix() string {
 	switch n.Op {
 	case OpRope:
 		return trimSuffix(n.Name, "_rope")
-	case OpAttention, OpSwiGLU:
+	case OpAttention, OpSwiGLU, OpGeGLU:
 		return fmt.Sprintf("blk.%d.", n.Layer)
 	}
 	return n.Name
@@ -126,22 +156,47 @@ const (
 	pointSoftmax  = "kq_softmax"
 	pointGateSig  = "ffn_gate_sig"
 	pointSiLU     = "ffn_silu"
+	pointKQDiv    = "kq_div"    // attention soft-cap: scores / cap
+	pointKQTanh   = "kq_tanh"   // tanh of that
+	pointKQCapped = "kq_capped" // times cap
+	pointGateSq   = "ffn_gate_sq"
+	pointGateSqK  = "ffn_gate_sqk"
+	pointGatePoly = "ffn_gate_poly"
+	pointGateZ    = "ffn_gate_z"
+	pointGELU     = "ffn_gelu"
+	suffixRows    = "_rows" // scaled embed: the rows before the scale
+	suffixDiv     = "_div"  // softcap: x / cap
+	suffixTanh    = "_tanh" // softcap: tanh of that
+)
+
+// GeGLU's constants: gelu_tanh(g) = g·sigmoid(g·(GELUK0 + GELUK1·g²)).
+var (
+	GELUK0 = float32(2 * math.Sqrt(2/math.Pi))
+	GELUK1 = float32(2 * math.Sqrt(2/math.Pi) * 0.044715)
 )
 
 // Points lists, in the order they are computed, the tensors of the node that the primitive
 // graph computes (its data-movement tensors aside, see Lower): the node's value last. These
 // are what calibration observes and what a gqf file's activation encodings quantize.
 //
+//	embed with a scale   NAME_rows, NAME
 //	linear with a bias   NAME_fc, NAME
 //	rope                 X_cos, X_sin, NAME          (X: NAME without _rope)
-//	attention            blk.L.kq, blk.L.kq_scaled, blk.L.kq_masked, blk.L.kq_softmax, NAME
+//	attention            blk.L.kq, blk.L.kq_scaled, [blk.L.kq_div, blk.L.kq_tanh,
+//	                     blk.L.kq_capped (with a cap)], blk.L.kq_masked, blk.L.kq_softmax, NAME
 //	swiglu               blk.L.ffn_gate_sig, blk.L.ffn_silu, NAME
+//	geglu                blk.L.ffn_gate_sq, _sqk, _poly, _z, _sig, blk.L.ffn_gelu, NAME
+//	softcap              NAME_div, NAME_tanh, NAME
 //	anything else        NAME
 //
 // The attention scores kq have, per token, one row per query head over the KV positions.
 func (n *Node) Points() []string {
 	p := n.prefix()
 	switch n.Op {
+	case OpEmbed:
+		if n.Scale != 0 {
+			return []string{n.Name + suffixRows, n.Name}
+		}
 	case OpLinear:
 		if n.Bias != "" {
 			return []string{n.Name + suffixFC, n.Name}
@@ -149,9 +204,16 @@ func (n *Node) Points() []string {
 	case OpRope:
 		return []string{p + suffixCos, p + suffixSin, n.Name}
 	case OpAttention:
+		if n.Cap != 0 {
+			return []string{p + pointKQ, p + pointKQScaled, p + pointKQDiv, p + pointKQTanh, p + pointKQCapped, p + pointKQMasked, p + pointSoftmax, n.Name}
+		}
 		return []string{p + pointKQ, p + pointKQScaled, p + pointKQMasked, p + pointSoftmax, n.Name}
 	case OpSwiGLU:
 		return []string{p + pointGateSig, p + pointSiLU, n.Name}
+	case OpGeGLU:
+		return []string{p + pointGateSq, p + pointGateSqK, p + pointGatePoly, p + pointGateZ, p + pointGateSig, p + pointGELU, n.Name}
+	case OpSoftcap:
+		return []string{n.Name + suffixDiv, n.Name + suffixTanh, n.Name}
 	}
 	return []string{n.Name}
 }
@@ -185,14 +247,20 @@ func (g *Graph) SharedInputs() map[string]string {
 }
 
 // ModelGraph returns the graph of a model of this spec: the Llama layout, with Qwen2's q, k
-// and v biases and Qwen3's per-head q and k norms where the spec has them.
+// and v biases, the per-head q and k norms of Qwen3 and Gemma 3, and Gemma's scaled
+// embedding, GeGLU, post-norms, soft-capping and sliding windows, Phi-3's fused gate_up and
+// partial rotary where the spec has them.
 func ModelGraph(s *Spec) *Graph {
-	g := &Graph{Spec: s, Output: "logits", Mask: MaskValue}
+	g := &Graph{Spec: s, Output: "logits", Mask: MaskValue, Ropes: Ropes(s)}
 	add := func(n Node) string {
 		g.Nodes = append(g.Nodes, n)
 		return n.Name
 	}
-	x := add(Node{Op: OpEmbed, Name: "token_embd", Inputs: []string{TokensValue}, Weight: string(TokenEmbd), Layer: -1, Dim: s.Hidden})
+	embed := Node{Op: OpEmbed, Name: "token_embd", Inputs: []string{TokensValue}, Weight: string(TokenEmbd), Layer: -1, Dim: s.Hidden}
+	if s.EmbedScale {
+		embed.Scale = float32(math.Sqrt(float64(s.Hidden)))
+	}
+	x := add(embed)
 	qDim, kvDim := s.Heads*s.HeadDim, s.KVHeads*s.HeadDim
 	for l := 0; l < s.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
@@ -212,16 +280,40 @@ func ModelGraph(s *Spec) *Graph {
 			q = add(Node{Op: OpRMSNorm, Name: p + "q_norm", Inputs: []string{q}, Weight: w(AttnQNorm), Layer: l, Dim: qDim, Heads: s.Heads})
 			k = add(Node{Op: OpRMSNorm, Name: p + "k_norm", Inputs: []string{k}, Weight: w(AttnKNorm), Layer: l, Dim: kvDim, Heads: s.KVHeads})
 		}
-		q = add(Node{Op: OpRope, Name: p + "q_rope", Inputs: []string{q}, Layer: l, Dim: qDim, Heads: s.Heads})
-		k = add(Node{Op: OpRope, Name: p + "k_rope", Inputs: []string{k}, Layer: l, Dim: kvDim, Heads: s.KVHeads})
-		att := add(Node{Op: OpAttention, Name: p + "kqv_out", Inputs: []string{q, k, v}, Layer: l, Dim: qDim, Heads: s.Heads, KVHeads: s.KVHeads})
-		o := add(Node{Op: OpLinear, Name: p + "attn_out", Inputs: []string{att}, Weight: w(AttnOut), Layer: l, Dim: s.Hidden})
+		rope := 0
+		if s.RopeLocalTheta > 0 && s.IsSliding(l) {
+			rope = 1
+		}
+		q = add(Node{Op: OpRope, Name: p + "q_rope", Inputs: []string{q}, Layer: l, Dim: qDim, Heads: s.Heads, Rope: rope})
+		k = add(Node{Op: OpRope, Name: p + "k_rope", Inputs: []string{k}, Layer: l, Dim: kvDim, Heads: s.KVHeads, Rope: rope})
+		att := Node{Op: OpAttention, Name: p + "kqv_out", Inputs: []string{q, k, v}, Layer: l, Dim: qDim, Heads: s.Heads, KVHeads: s.KVHeads,
+			Scale: AttentionScale(s), Cap: float32(s.AttnSoftcap)}
+		if s.IsSliding(l) {
+			att.Window = s.SlidingWindow
+		}
+		o := add(Node{Op: OpLinear, Name: p + "attn_out", Inputs: []string{add(att)}, Weight: w(AttnOut), Layer: l, Dim: s.Hidden})
+		if s.PostNorms {
+			o = add(Node{Op: OpRMSNorm, Name: p + "attn_post_norm", Inputs: []string{o}, Weight: w(AttnPostNorm), Layer: l, Dim: s.Hidden})
+		}
 		x = add(Node{Op: OpAdd, Name: p + "ffn_inp", Inputs: []string{x, o}, Layer: l, Dim: s.Hidden})
 		fn := add(Node{Op: OpRMSNorm, Name: p + "ffn_norm", Inputs: []string{x}, Weight: w(FFNNorm), Layer: l, Dim: s.Hidden})
-		gate := add(Node{Op: OpLinear, Name: p + "ffn_gate", Inputs: []string{fn}, Weight: w(FFNGate), Layer: l, Dim: s.Intermediate})
-		up := add(Node{Op: OpLinear, Name: p + "ffn_up", Inputs: []string{fn}, Weight: w(FFNUp), Layer: l, Dim: s.Intermediate})
-		act := add(Node{Op: OpSwiGLU, Name: p + "ffn_act", Inputs: []string{gate, up}, Layer: l, Dim: s.Intermediate})
+		var act string
+		if s.FusedGateUp {
+			up := add(Node{Op: OpLinear, Name: p + "ffn_up", Inputs: []string{fn}, Weight: w(FFNUp), Layer: l, Dim: 2 * s.Intermediate})
+			act = add(Node{Op: OpSwiGLU, Name: p + "ffn_act", Inputs: []string{up}, Layer: l, Dim: s.Intermediate})
+		} else {
+			gate := add(Node{Op: OpLinear, Name: p + "ffn_gate", Inputs: []string{fn}, Weight: w(FFNGate), Layer: l, Dim: s.Intermediate})
+			up := add(Node{Op: OpLinear, Name: p + "ffn_up", Inputs: []string{fn}, Weight: w(FFNUp), Layer: l, Dim: s.Intermediate})
+			op := OpSwiGLU
+			if s.Act == ActGELUTanh {
+				op = OpGeGLU
+			}
+			act = add(Node{Op: op, Name: p + "ffn_act", Inputs: []string{gate, up}, Layer: l, Dim: s.Intermediate})
+		}
 		fo := add(Node{Op: OpLinear, Name: p + "ffn_out", Inputs: []string{act}, Weight: w(FFNDown), Layer: l, Dim: s.Hidden})
+		if s.PostNorms {
+			fo = add(Node{Op: OpRMSNorm, Name: p + "ffn_post_norm", Inputs: []string{fo}, Weight: w(FFNPostNorm), Layer: l, Dim: s.Hidden})
+		}
 		x = add(Node{Op: OpAdd, Name: p + "out", Inputs: []string{x, fo}, Layer: l, Dim: s.Hidden})
 	}
 	xn := add(Node{Op: OpRMSNorm, Name: "output_norm", Inputs: []string{x}, Weight: string(OutputNorm), Layer: -1, Dim: s.Hidden, Tail: true})
@@ -229,24 +321,39 @@ func ModelGraph(s *Spec) *Graph {
 	if s.Tied {
 		out = string(TokenEmbd)
 	}
-	add(Node{Op: OpLinear, Name: g.Output, Inputs: []string{xn}, Weight: out, Layer: -1, Dim: s.Vocab, Tail: true})
+	if s.FinalSoftcap == 0 {
+		add(Node{Op: OpLinear, Name: g.Output, Inputs: []string{xn}, Weight: out, Layer: -1, Dim: s.Vocab, Tail: true})
+		return g
+	}
+	raw := add(Node{Op: OpLinear, Name: "output", Inputs: []string{xn}, Weight: out, Layer: -1, Dim: s.Vocab, Tail: true})
+	add(Node{Op: OpSoftcap, Name: g.Output, Inputs: []string{raw}, Layer: -1, Dim: s.Vocab, Tail: true, Cap: float32(s.FinalSoftcap)})
 	return g
 }
 
-// RopeInvFreq computes the rotary frequencies of each pair as transformers does, in float32:
-// inv_freq[i] = 1 / theta^(2i/head_dim), divided by the pair's llama3 frequency factor
-// (factors, nil for none) and by a linear scaling factor. It is the one definition the
-// runtime and the primitive graph's tables share.
-func RopeInvFreq(s *Spec, factors []float32) []float32 {
-	inv := make([]float32, s.HeadDim/2)
-	d := float32(s.HeadDim)
+// Ropes lists a spec's rotary tables: the global one, then the sliding layers' own when
+// they have a base of their own (Gemma 3: no scaling there).
+func Ropes(s *Spec) []RopeTable {
+	t := []RopeTable{{Theta: s.RopeTheta, Scaling: s.RopeScaling, Dims: s.RotDims()}}
+	if s.RopeLocalTheta > 0 {
+		t = append(t, RopeTable{Theta: s.RopeLocalTheta, Dims: s.RotDims()})
+	}
+	return t
+}
+
+// RopeInvFreq computes the rotary frequencies of each pair of table t as transformers does,
+// in float32: inv_freq[i] = 1 / theta^(2i/dims), divided by the pair's frequency factor
+// (llama3's rope_freqs or longrope's factors; nil for none) and by a linear scaling factor.
+// It is the one definition the runtime and the primitive graph's tables share.
+func RopeInvFreq(t RopeTable, factors []float32) []float32 {
+	inv := make([]float32, t.Dims/2)
+	d := float32(t.Dims)
 	for i := range inv {
 		exp := float32(2*i) / d
-		f := float32(1 / math.Pow(s.RopeTheta, float64(exp)))
+		f := float32(1 / math.Pow(t.Theta, float64(exp)))
 		if factors != nil {
 			f /= factors[i]
 		}
-		if sc := s.RopeScaling; sc != nil && sc.Type == "linear" && sc.Factor > 0 {
+		if sc := t.Scaling; sc != nil && sc.Type == "linear" && sc.Factor > 0 {
 			f = float32(float64(f) / sc.Factor)
 		}
 		inv[i] = f
@@ -273,5 +380,11 @@ func RopeTables(inv []float32, pos0, n int, cos, sin []float32) {
 	}
 }
 
-// AttentionScale is the factor of the attention scores, 1/√head_dim, in float32.
-func AttentionScale(s *Spec) float32 { return float32(1 / math.Sqrt(float64(s.HeadDim))) }
+// AttentionScale is the factor of the attention scores in float32: 1/√head_dim, or Gemma's
+// query_pre_attn_scalar^−½.
+func AttentionScale(s *Spec) float32 {
+	if s.QueryScalar > 0 {
+		return float32(1 / math.Sqrt(s.QueryScalar))
+	}
+	return float32(1 / math.Sqrt(float64(s.HeadDim)))
+}

@@ -13,8 +13,9 @@ import (
 //	input_ids            int32   [1, AR]
 //	attention_mask       float32 [1, 1, AR, CTX]   additive: 0 attends, the mask value masks;
 //	                                               the CTX−AR past slots, then the AR new positions
-//	position_ids_cos     float32 [1, 1, AR, head_dim/2]   cos and sin of each pair's angle at
-//	position_ids_sin     float32 [1, 1, AR, head_dim/2]   each new position (rotate-half pairs)
+//	position_ids_cos     float32 [1, 1, AR, rot/2]   cos and sin of each pair's angle at each
+//	position_ids_sin     float32 [1, 1, AR, rot/2]   new position (rotate-half pairs; rot: the
+//	                                                 rotated dimensions, head_dim unless partial)
 //	past_key_{l}_in      float32 [kv_heads, 1, head_dim, CTX−AR]   keys after RoPE
 //	past_value_{l}_in    float32 [kv_heads, 1, CTX−AR, head_dim]
 //	→ logits             float32 [1, AR, vocab]
@@ -40,8 +41,25 @@ const (
 	InputAttentionMask = "attention_mask"
 	InputCos           = "position_ids_cos"
 	InputSin           = "position_ids_sin"
-	ConstRopeSign      = "rope.sign" // [head_dim]: −1 in the first half, +1 in the second
+	ConstRopeSign      = "rope.sign" // [head_dim]: −1 in the first half of the rotated dimensions, +1 after
+	// A model with sliding-window layers and a context longer than the window has a second
+	// mask, the sliding layers' (the same layout, the positions Window or more before a
+	// token's own masked too); one with a second rotary table (Gemma 3's sliding layers) has
+	// its cos and sin too; partial rotary tables are padded to the head with cos 1, sin 0.
+	InputAttentionMaskSWA = "attention_mask_sliding"
+	InputCosLocal         = "position_ids_cos_local"
+	InputSinLocal         = "position_ids_sin_local"
+	ConstRopeCosPad       = "rope.cos_pad" // [1, 1, AR, head_dim − rotated]: ones
+	ConstRopeSinPad       = "rope.sin_pad" // zeros
 )
+
+// RopeInputs names the cos and sin inputs of rotary table k.
+func RopeInputs(k int) (cos, sin string) {
+	if k == 1 {
+		return InputCosLocal, InputSinLocal
+	}
+	return InputCos, InputSin
+}
 
 // PastKeyIn and the others name the KV cache inputs and outputs of layer l.
 func PastKeyIn(l int) string    { return fmt.Sprintf("past_key_%d_in", l) }
@@ -61,9 +79,6 @@ type KVOptions struct {
 // LowerKV returns the deployment form of g (see above): AR in [1, Ctx), Ctx at most the
 // model's context length, and a non-empty range of layers.
 func (g *Graph) LowerKV(o KVOptions) (*Lowered, error) {
-	if err := g.lowerable(); err != nil {
-		return nil, err
-	}
 	s := g.Spec
 	if o.Last == 0 {
 		o.Last = s.Layers
@@ -78,6 +93,7 @@ func (g *Graph) LowerKV(o KVOptions) (*Lowered, error) {
 	case o.First < 0 || o.First >= o.Last || o.Last > s.Layers:
 		return nil, fmt.Errorf("layers [%d, %d): not a range of the model's %d layers", o.First, o.Last, s.Layers)
 	}
+
 	return g.lower(o.AR, &o)
 }
 
@@ -126,32 +142,55 @@ func (b *lowerer) kvInputs(g *Graph, o *KVOptions, nodes []Node) []Const {
 		}
 	}
 	input(InputAttentionMask, gqf.DataType_F32, 1, 1, ar, ctx)
-	input(InputCos, gqf.DataType_F32, 1, 1, ar, hd/2)
-	input(InputSin, gqf.DataType_F32, 1, 1, ar, hd/2)
+	if w := g.Window(); w > 0 && w < o.Ctx {
+		input(InputAttentionMaskSWA, gqf.DataType_F32, 1, 1, ar, ctx)
+	}
+	rd := int64(g.Ropes[0].Dims)
+	for k := range g.Ropes {
+		c, sn := RopeInputs(k)
+		input(c, gqf.DataType_F32, 1, 1, ar, rd/2)
+		input(sn, gqf.DataType_F32, 1, 1, ar, rd/2)
+	}
 	for l := o.First; l < o.Last; l++ {
 		input(PastKeyIn(l), gqf.DataType_F32, int64(s.KVHeads), 1, hd, ctx-ar)
 		input(PastValueIn(l), gqf.DataType_F32, int64(s.KVHeads), 1, ctx-ar, hd)
 	}
 	table := []int64{1, 1, ar, hd}
 	rows := []int64{1, ar, 1, hd}
-	cc := b.move(gqf.OpConcat, "rope.cos_cat", InputCos, table, []string{InputCos, InputCos}, attrInt("axis", 3))
-	b.move(gqf.OpReshape, ConstRopeCos, cc, rows, []string{cc}, attrInts("shape", rows...))
-	sc := b.move(gqf.OpConcat, "rope.sin_cat", InputSin, table, []string{InputSin, InputSin}, attrInt("axis", 3))
-	ss := b.emit(gqf.OpElementWiseMultiply, "rope.sin_signed", "", table, []string{sc, ConstRopeSign})
-	b.move(gqf.OpReshape, ConstRopeSin, ss, rows, []string{ss}, attrInts("shape", rows...))
+	var consts []Const
+	var cosPad, sinPad []string
+	if rd < hd { // partial rotary: cos 1 and sin 0 past the rotated dimensions
+		pad := make([]float32, ar*(hd-rd))
+		ones := make([]float32, len(pad))
+		for i := range ones {
+			ones[i] = 1
+		}
+		shape := []int64{1, 1, ar, hd - rd}
+		consts = append(consts, Const{Name: ConstRopeCosPad, Shape: shape, F: ones}, Const{Name: ConstRopeSinPad, Shape: shape, F: pad})
+		cosPad, sinPad = []string{ConstRopeCosPad}, []string{ConstRopeSinPad}
+	}
+	for k := range g.Ropes {
+		cIn, sIn := RopeInputs(k)
+		cOut, sOut, pre := ConstRopeCos, ConstRopeSin, "rope."
+		if k == 1 {
+			cOut, sOut, pre = ConstRopeLocCos, ConstRopeLocSin, "rope_local."
+		}
+		cc := b.move(gqf.OpConcat, pre+"cos_cat", cIn, table, append([]string{cIn, cIn}, cosPad...), attrInt("axis", 3))
+		b.move(gqf.OpReshape, cOut, cc, rows, []string{cc}, attrInts("shape", rows...))
+		sc := b.move(gqf.OpConcat, pre+"sin_cat", sIn, table, append([]string{sIn, sIn}, sinPad...), attrInt("axis", 3))
+		ss := b.emit(gqf.OpElementWiseMultiply, pre+"sin_signed", "", table, []string{sc, ConstRopeSign})
+		b.move(gqf.OpReshape, sOut, ss, rows, []string{ss}, attrInts("shape", rows...))
+	}
 	sign := make([]float32, hd)
-	rot := make([]int64, hd)
 	for j := range sign {
 		sign[j] = 1
-		if int64(j) < hd/2 {
+		if int64(j) < rd/2 {
 			sign[j] = -1
 		}
-		rot[j] = (int64(j) + hd/2) % hd
 	}
-	return []Const{
-		{Name: ConstRopeRot, Shape: []int64{hd}, I: rot},
-		{Name: ConstRopeSign, Shape: []int64{hd}, F: sign},
-	}
+	return append(consts,
+		Const{Name: ConstRopeRot, Shape: []int64{hd}, I: ropeRot(int(hd), int(rd))},
+		Const{Name: ConstRopeSign, Shape: []int64{hd}, F: sign})
 }
 
 // attentionKV emits an attention node over the KV cache.
@@ -172,7 +211,12 @@ func (b *lowerer) attentionKV(n *Node, o *KVOptions, qh, kh, vh string) {
 	scores := []int64{nkv, grp, ar, ctx}
 	kq := b.emit(gqf.OpMatMul, p+pointKQ, "", scores, []string{qg, kAll})
 	kq = b.emit(gqf.OpElementWiseMultiply, p+pointKQScaled, "", scores, []string{kq, ConstScale})
-	kq = b.emit(gqf.OpElementWiseAdd, p+pointKQMasked, "", scores, []string{kq, InputAttentionMask})
+	kq = b.softcap(n, p, kq, scores)
+	mask := InputAttentionMask
+	if n.Window > 0 && n.Window < o.Ctx {
+		mask = InputAttentionMaskSWA
+	}
+	kq = b.emit(gqf.OpElementWiseAdd, p+pointKQMasked, "", scores, []string{kq, mask})
 	kq = b.emit(gqf.OpSoftmax, p+pointSoftmax, "", scores, []string{kq}, attrInt("axis", -1))
 	kqv := b.emit(gqf.OpMatMul, p+"kqv", n.Name, []int64{nkv, grp, ar, hd}, []string{kq, vAll})
 	kqv = b.move(gqf.OpReshape, p+"kqv_heads", kqv, []int64{1, nh, ar, hd}, []string{kqv}, attrInts("shape", 1, nh, ar, hd))

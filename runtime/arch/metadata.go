@@ -1,6 +1,10 @@
 package arch
 
-import "github.com/gquant/gquant/formats/gguf"
+import (
+	"fmt"
+
+	"github.com/gquant/gquant/formats/gguf"
+)
 
 // GGUFMetadata returns the model hyperparameters as llama.cpp reads them, with the exact value
 // types its loader demands (counts UINT32, epsilon and frequency base FLOAT32). The converter
@@ -17,7 +21,7 @@ func GGUFMetadata(s *Spec) []gguf.KV {
 		{Key: a + "attention.head_count_kv", Value: uint32(s.KVHeads)},
 		{Key: a + "attention.layer_norm_rms_epsilon", Value: float32(s.RMSEps)},
 		{Key: a + "rope.freq_base", Value: float32(s.RopeTheta)},
-		{Key: a + "rope.dimension_count", Value: uint32(s.HeadDim)},
+		{Key: a + "rope.dimension_count", Value: uint32(s.RotDims())},
 		{Key: a + "vocab_size", Value: uint32(s.Vocab)},
 	}
 	if s.ExplicitHeadDim {
@@ -46,5 +50,48 @@ func GGUFMetadata(s *Spec) []gguf.KV {
 			// carried by the rope_freqs tensor
 		}
 	}
+	switch s.GGUFArch {
+	case "gemma2":
+		kv = append(kv,
+			gguf.KV{Key: a + "attn_logit_softcapping", Value: float32(s.AttnSoftcap)},
+			gguf.KV{Key: a + "final_logit_softcapping", Value: float32(s.FinalSoftcap)},
+			gguf.KV{Key: a + "attention.sliding_window", Value: uint32(s.SlidingWindow)})
+		if s.SlidingPattern != 2 {
+			kv = append(kv, gguf.KV{Key: a + "attention.sliding_window_pattern", Value: uint32(s.SlidingPattern)})
+		}
+	case "phi3": // Phi3MiniModel.set_gguf_parameters, generate_extra_tensors
+		kv = append(kv,
+			gguf.KV{Key: a + "rope.scaling.original_context_length", Value: uint32(s.OriginalContext)},
+			gguf.KV{Key: a + "attention.sliding_window", Value: uint32(0)})
+		if sc := s.RopeScaling; sc != nil && sc.Type == "longrope" {
+			kv = append(kv, gguf.KV{Key: a + "rope.scaling.attn_factor", Value: float32(sc.LongAttnFactor)})
+		}
+	case "gemma3":
+		if s.RopeLocalTheta > 0 {
+			kv = append(kv, gguf.KV{Key: a + "rope.freq_base_swa", Value: float32(s.RopeLocalTheta)})
+		}
+		if s.FinalSoftcap > 0 {
+			kv = append(kv, gguf.KV{Key: a + "final_logit_softcapping", Value: float32(s.FinalSoftcap)})
+		}
+		if s.SlidingWindow > 0 && s.SlidingPattern != 1 { // convert_hf_to_gguf.py's condition
+			kv = append(kv, gguf.KV{Key: a + "attention.sliding_window", Value: uint32(s.SlidingWindow)})
+			if s.SlidingPattern != 6 {
+				kv = append(kv, gguf.KV{Key: a + "attention.sliding_window_pattern", Value: uint32(s.SlidingPattern)})
+			}
+		}
+	}
 	return kv
+}
+
+// CheckGGUF refuses a spec that llama.cpp would run otherwise than gquant does from its GGUF
+// metadata: what the keys cannot say (Gemma's query_pre_attn_scalar, which llama.cpp derives
+// from the layer count).
+func CheckGGUF(s *Spec) error {
+	if s.QueryScalar > 0 && (s.GGUFArch == "gemma2" || s.GGUFArch == "gemma3") {
+		if want := llamaCppQueryScalar(s); s.QueryScalar != want {
+			return fmt.Errorf("query_pre_attn_scalar: %g, but llama.cpp's %s scales the scores by %g^-1/2 for a model of %d layers (GGUF has no key for it)",
+				s.QueryScalar, s.GGUFArch, want, s.Layers)
+		}
+	}
+	return nil
 }

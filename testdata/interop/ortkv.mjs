@@ -26,7 +26,8 @@ const ort = require("onnxruntime-node");
 const meta = JSON.parse(fs.readFileSync(path.join(req.dir, "metadata.json"), "utf8"));
 const CTX = meta.context_length, HD = meta.head_dim, KVH = meta.kv_heads, V = meta.vocab;
 const MASK = meta.attention_mask_value;
-const half = HD / 2;
+const half = meta.rope_inv_freq.length; // rotated pairs: HD/2 unless partial rotary
+const W = meta.sliding_window ?? 0;     // attention_mask_sliding's window (0: none)
 
 async function load(g) {
   const parts = [];
@@ -58,25 +59,39 @@ async function run(g, cache, tokens) {
   if (m > AR || n0 + m > CTX || n0 > P) throw new Error(`run of ${m} tokens at ${n0} (ar ${AR}, ctx ${CTX})`);
   const ids = new Int32Array(AR);
   for (let i = 0; i < AR; i++) ids[i] = tokens[Math.min(i, m - 1)];
-  const mask = new Float32Array(AR * CTX);
-  for (let i = 0; i < AR; i++) {
-    for (let j = 0; j < P; j++) mask[i * CTX + j] = j < n0 ? 0 : MASK;
-    for (let k = 0; k < AR; k++) mask[i * CTX + P + k] = k <= i ? 0 : MASK;
-  }
-  const cos = new Float32Array(AR * half), sin = new Float32Array(AR * half);
-  for (let i = 0; i < AR; i++) {
-    for (let j = 0; j < half; j++) {
-      const a = Math.fround((n0 + i) * meta.rope_inv_freq[j]);
-      cos[i * half + j] = Math.cos(a) * meta.rope_attention_factor;
-      sin[i * half + j] = Math.sin(a) * meta.rope_attention_factor;
+  // The masks: past slot j holds position j, new slot k position n0 + k; a sliding layer's
+  // mask also hides the positions W or more before the query's own.
+  const masks = (w) => {
+    const mask = new Float32Array(AR * CTX);
+    for (let i = 0; i < AR; i++) {
+      const q = n0 + i;
+      for (let j = 0; j < P; j++) mask[i * CTX + j] = j < n0 && (!w || q - j < w) ? 0 : MASK;
+      for (let k = 0; k < AR; k++) mask[i * CTX + P + k] = k <= i && (!w || i - k < w) ? 0 : MASK;
     }
-  }
+    return new ort.Tensor("float32", mask, [1, 1, AR, CTX]);
+  };
+  const tables = (inv, factor) => {
+    const cos = new Float32Array(AR * half), sin = new Float32Array(AR * half);
+    for (let i = 0; i < AR; i++) {
+      for (let j = 0; j < half; j++) {
+        const a = Math.fround((n0 + i) * inv[j]);
+        cos[i * half + j] = Math.cos(a) * factor;
+        sin[i * half + j] = Math.sin(a) * factor;
+      }
+    }
+    return [new ort.Tensor("float32", cos, [1, 1, AR, half]), new ort.Tensor("float32", sin, [1, 1, AR, half])];
+  };
+  const [cos, sin] = tables(meta.rope_inv_freq, meta.rope_attention_factor);
   const feeds = {
     input_ids: new ort.Tensor("int32", ids, [1, AR]),
-    attention_mask: new ort.Tensor("float32", mask, [1, 1, AR, CTX]),
-    position_ids_cos: new ort.Tensor("float32", cos, [1, 1, AR, half]),
-    position_ids_sin: new ort.Tensor("float32", sin, [1, 1, AR, half]),
+    attention_mask: masks(0),
+    position_ids_cos: cos,
+    position_ids_sin: sin,
   };
+  if (W) feeds.attention_mask_sliding = masks(W);
+  if (meta.rope_inv_freq_local) {
+    [feeds.position_ids_cos_local, feeds.position_ids_sin_local] = tables(meta.rope_inv_freq_local, 1);
+  }
   let logits = null;
   for (const { info, session } of g.parts) {
     const inputs = {};

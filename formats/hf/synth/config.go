@@ -35,12 +35,19 @@ func configJSON(s Spec, vocab int, tok *tokenizer) ([]byte, error) {
 		c["eos_token_id"] = tok.eos
 	}
 	if rs := s.RopeScaling; rs != nil {
-		c["rope_scaling"] = map[string]any{
-			"rope_type":                        rs.Type,
-			"factor":                           rs.Factor,
-			"low_freq_factor":                  rs.LowFreqFactor,
-			"high_freq_factor":                 rs.HighFreqFactor,
-			"original_max_position_embeddings": rs.OriginalMaxPositions,
+		switch rs.Type {
+		case "llama3":
+			c["rope_scaling"] = map[string]any{
+				"rope_type":                        rs.Type,
+				"factor":                           rs.Factor,
+				"low_freq_factor":                  rs.LowFreqFactor,
+				"high_freq_factor":                 rs.HighFreqFactor,
+				"original_max_position_embeddings": rs.OriginalMaxPositions,
+			}
+		case "longrope": // Phi-3's: "type", as its configs spell it
+			c["rope_scaling"] = map[string]any{"type": rs.Type, "short_factor": rs.ShortFactor, "long_factor": rs.LongFactor}
+		default:
+			c["rope_scaling"] = map[string]any{"rope_type": rs.Type, "factor": rs.Factor}
 		}
 	}
 	switch s.Arch {
@@ -59,8 +66,50 @@ func configJSON(s Spec, vocab int, tok *tokenizer) ([]byte, error) {
 		c["sliding_window"] = nil
 		c["use_sliding_window"] = false
 		c["max_window_layers"] = s.Layers
+	case Gemma2, Gemma3:
+		delete(c, "hidden_act")
+		c["hidden_activation"] = "gelu_pytorch_tanh"
+		c["head_dim"] = s.headDim()
+		c["attention_bias"] = false
+		c["sliding_window"] = s.SlidingWindow
+		c["query_pre_attn_scalar"] = s.headDim()
+		if s.QueryPreAttnScalar > 0 {
+			c["query_pre_attn_scalar"] = s.QueryPreAttnScalar
+		}
+		c["attn_logit_softcapping"] = nullIfZero(s.AttnSoftcap)
+		c["final_logit_softcapping"] = nullIfZero(s.FinalSoftcap)
+		c["cache_implementation"] = "hybrid"
+		if s.Arch == Gemma3 {
+			c["rope_local_base_freq"] = s.RopeLocalTheta
+			c["sliding_window_pattern"] = s.SlidingPattern
+			types := make([]string, s.Layers)
+			for l := range types {
+				types[l] = "full_attention"
+				if p := s.SlidingPattern; p == 0 || l%p < p-1 {
+					types[l] = "sliding_attention"
+				}
+			}
+			c["layer_types"] = types
+		}
+	case Phi3:
+		c["attention_bias"] = false
+		c["sliding_window"] = nil
+		c["original_max_position_embeddings"] = s.OriginalContext
+		c["resid_pdrop"] = 0.0
+		c["embd_pdrop"] = 0.0
+		if s.PartialRotary > 0 {
+			c["partial_rotary_factor"] = s.PartialRotary
+		}
 	}
 	return marshal(c)
+}
+
+// nullIfZero is v, or JSON null for 0.
+func nullIfZero(v float64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
 }
 
 // marshal renders JSON as transformers does: sorted keys, two-space indent, final newline.

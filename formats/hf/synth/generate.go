@@ -58,7 +58,9 @@ func Generate(dir string, spec Spec, opts Options) error {
 }
 
 // prepareDir creates dir, refusing to write into a folder that holds a model unless force is
-// set; then the old weights are removed, so that no stale shard survives.
+// set; then every file a run writes is removed (weights, index, config, tokenizer files), so
+// that nothing of an earlier run survives: no stale shard, no tokenizer_config.json of another
+// tokenizer.
 func prepareDir(dir string, force bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("%s: %w", dir, unwrap(err))
@@ -74,6 +76,11 @@ func prepareDir(dir string, force bool) error {
 	}
 	if !force {
 		return fmt.Errorf("%s: already holds a model (%s): use Force (--force) to replace it", dir, filepath.Base(old[0]))
+	}
+	for _, f := range tokenizerFiles {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			old = append(old, filepath.Join(dir, f))
+		}
 	}
 	for _, f := range old {
 		if err := os.Remove(f); err != nil {

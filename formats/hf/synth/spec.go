@@ -12,14 +12,21 @@ const (
 	Mistral = "MistralForCausalLM"
 	Qwen2   = "Qwen2ForCausalLM"
 	Qwen3   = "Qwen3ForCausalLM"
+	Gemma2  = "Gemma2ForCausalLM"
+	Gemma3  = "Gemma3ForCausalLM"
+	Phi3    = "Phi3ForCausalLM"
 )
 
 // modelType maps each architecture to config.json's model_type.
-var modelType = map[string]string{Llama: "llama", Mistral: "mistral", Qwen2: "qwen2", Qwen3: "qwen3"}
+var modelType = map[string]string{Llama: "llama", Mistral: "mistral", Qwen2: "qwen2", Qwen3: "qwen3",
+	Gemma2: "gemma2", Gemma3: "gemma3_text", Phi3: "phi3"}
+
+// archNames lists the architectures, for errors.
+var archNames = []string{Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3}
 
 // Spec is the shape of a synthetic model.
 type Spec struct {
-	Arch         string // one of Llama, Mistral, Qwen2, Qwen3
+	Arch         string // one of Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3
 	Hidden       int
 	Intermediate int
 	Layers       int
@@ -32,15 +39,28 @@ type Spec struct {
 	RMSNormEps   float64
 	MaxPositions int
 	RopeScaling  *RopeScaling // nil: "rope_scaling": null
+
+	// Gemma 2 and 3: the sliding window (and, Gemma 3, its layer pattern: layer l slides when
+	// l mod P < P−1, written as sliding_window_pattern and layer_types), the soft-caps (0:
+	// null), query_pre_attn_scalar (0: head_dim) and Gemma 3's local RoPE base.
+	SlidingWindow, SlidingPattern int
+	AttnSoftcap, FinalSoftcap     float64
+	QueryPreAttnScalar            float64
+	RopeLocalTheta                float64
+	// Phi-3: partial_rotary_factor (0: absent) and original_max_position_embeddings.
+	PartialRotary   float64
+	OriginalContext int
 }
 
-// RopeScaling is config.json's rope_scaling object, as Llama 3.1+ writes it.
+// RopeScaling is config.json's rope_scaling object: Llama 3.1+'s ("llama3"), a linear one
+// (Gemma 3's global layers) or Phi-3's longrope (its short and long factors).
 type RopeScaling struct {
-	Type                 string // "llama3"
-	Factor               float64
-	LowFreqFactor        float64
-	HighFreqFactor       float64
-	OriginalMaxPositions int
+	Type                    string // "llama3", "linear", "longrope"
+	Factor                  float64
+	LowFreqFactor           float64
+	HighFreqFactor          float64
+	OriginalMaxPositions    int
+	ShortFactor, LongFactor []float64
 }
 
 // Llama3Scaling is the rope_scaling of Llama 3.2 1B/3B.
@@ -62,6 +82,13 @@ var presets = map[string]Spec{
 		RopeTheta: 1000000, RMSNormEps: 1e-6, MaxPositions: 32768},
 	"tiny-qwen3": {Arch: Qwen3, Hidden: 256, Intermediate: 768, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 128, Tied: true,
 		RopeTheta: 1000000, RMSNormEps: 1e-6, MaxPositions: 40960},
+	"tiny-gemma2": {Arch: Gemma2, Hidden: 256, Intermediate: 512, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 128, Tied: true,
+		RopeTheta: 10000, RMSNormEps: 1e-6, MaxPositions: 8192, SlidingWindow: 64, AttnSoftcap: 50, FinalSoftcap: 30},
+	"tiny-gemma3": {Arch: Gemma3, Hidden: 256, Intermediate: 512, Layers: 6, Heads: 4, KVHeads: 1, HeadDim: 128, Tied: true,
+		RopeTheta: 1000000, RopeLocalTheta: 10000, RMSNormEps: 1e-6, MaxPositions: 32768, SlidingWindow: 64, SlidingPattern: 6,
+		RopeScaling: &RopeScaling{Type: "linear", Factor: 8}},
+	"tiny-phi3": {Arch: Phi3, Hidden: 256, Intermediate: 512, Layers: 2, Heads: 4, KVHeads: 2,
+		RopeTheta: 10000, RMSNormEps: 1e-5, MaxPositions: 4096, OriginalContext: 4096, PartialRotary: 0.75},
 	"qwen3-0.6b": {Arch: Qwen3, Hidden: 1024, Intermediate: 3072, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128,
 		Vocab: 151936, Tied: true, RopeTheta: 1000000, RMSNormEps: 1e-6, MaxPositions: 40960},
 	"llama3-8b": {Arch: Llama, Hidden: 4096, Intermediate: 14336, Layers: 32, Heads: 32, KVHeads: 8,
@@ -86,6 +113,7 @@ func Preset(name string) (Spec, error) {
 	}
 	if s.RopeScaling != nil {
 		rs := *s.RopeScaling
+		rs.ShortFactor, rs.LongFactor = slices.Clone(rs.ShortFactor), slices.Clone(rs.LongFactor)
 		s.RopeScaling = &rs // callers may edit their copy
 	}
 	return s, nil
@@ -106,7 +134,7 @@ func (s Spec) Validate() error {
 		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
 	}
 	if _, ok := modelType[s.Arch]; !ok {
-		bad("arch", "%q is not one of %s, %s, %s, %s", s.Arch, Llama, Mistral, Qwen2, Qwen3)
+		bad("arch", "%q is not one of %s", s.Arch, strings.Join(archNames, ", "))
 	}
 	for _, f := range []struct {
 		name string
@@ -131,8 +159,11 @@ func (s Spec) Validate() error {
 	if !(s.RopeTheta > 0) || !(s.RMSNormEps > 0) {
 		bad("rope-theta/rms-norm-eps", "must be positive")
 	}
-	if rs := s.RopeScaling; rs != nil && (rs.Type == "" || !(rs.Factor > 0)) {
+	if rs := s.RopeScaling; rs != nil && (rs.Type == "" || (!(rs.Factor > 0) && rs.Type != "longrope")) {
 		bad("rope-scaling", "needs a type and a positive factor")
+	}
+	if rs := s.RopeScaling; rs != nil && rs.Type == "longrope" && (len(rs.ShortFactor) == 0 || len(rs.ShortFactor) != len(rs.LongFactor)) {
+		bad("rope-scaling", "longrope needs as many short as long factors")
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("synth: spec: %s", strings.Join(errs, "; "))

@@ -366,6 +366,26 @@ func TestForce(t *testing.T) {
 	if len(left) != 1 || filepath.Base(left[0]) != "model.safetensors" {
 		t.Errorf("after -force: %v", left)
 	}
+	// A tokenizer source with tokenizer.json alone: the earlier run's other tokenizer files go.
+	tok := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "testdata/models/stories260k/tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tok, "tokenizer.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := synth.Generate(dir, spec, synth.Options{Force: true, TokenizerDir: tok}); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if !slices.Equal(names, []string{"config.json", "model.safetensors", "tokenizer.json"}) {
+		t.Errorf("after --force with another tokenizer: %v", names)
+	}
 }
 
 func TestSpecErrors(t *testing.T) {

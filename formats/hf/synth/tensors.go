@@ -32,6 +32,9 @@ func tensorList(s Spec, vocab int) []tensorSpec {
 	hd := s.headDim()
 	q, kv := s.Heads*hd, s.KVHeads*hd
 	ts := []tensorSpec{{"model.embed_tokens.weight", []int{vocab, s.Hidden}, weightInit}}
+	if s.Arch == Gemma2 || s.Arch == Gemma3 || s.Arch == Phi3 {
+		return append(ts, otherTensors(s, vocab)...)
+	}
 	for i := range s.Layers {
 		p := fmt.Sprintf("model.layers.%d.", i)
 		add := func(name string, init initKind, shape ...int) {
@@ -57,6 +60,53 @@ func tensorList(s Spec, vocab int) []tensorSpec {
 		add("mlp.down_proj.weight", weightInit, s.Hidden, s.Intermediate)
 	}
 	ts = append(ts, tensorSpec{"model.norm.weight", []int{s.Hidden}, normInit})
+	if !s.Tied {
+		ts = append(ts, tensorSpec{"lm_head.weight", []int{vocab, s.Hidden}, weightInit})
+	}
+	return ts
+}
+
+// otherTensors lists the tensors after the embedding of Gemma 2 and 3 (four norms a layer,
+// stored as w for 1 + w: drawn near 0, as trained Gemma checkpoints hold them; Gemma 3's q
+// and k norms) and Phi-3 (fused qkv_proj and gate_up_proj), as transformers names them.
+func otherTensors(s Spec, vocab int) []tensorSpec {
+	hd := s.headDim()
+	q, kv := s.Heads*hd, s.KVHeads*hd
+	var ts []tensorSpec
+	norm := normInit
+	if s.Arch != Phi3 {
+		norm = weightInit
+	}
+	for i := range s.Layers {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		add := func(name string, init initKind, shape ...int) {
+			ts = append(ts, tensorSpec{p + name, shape, init})
+		}
+		add("input_layernorm.weight", norm, s.Hidden)
+		if s.Arch == Phi3 {
+			add("self_attn.qkv_proj.weight", weightInit, q+2*kv, s.Hidden)
+			add("self_attn.o_proj.weight", weightInit, s.Hidden, q)
+			add("post_attention_layernorm.weight", norm, s.Hidden)
+			add("mlp.gate_up_proj.weight", weightInit, 2*s.Intermediate, s.Hidden)
+			add("mlp.down_proj.weight", weightInit, s.Hidden, s.Intermediate)
+			continue
+		}
+		add("self_attn.q_proj.weight", weightInit, q, s.Hidden)
+		add("self_attn.k_proj.weight", weightInit, kv, s.Hidden)
+		add("self_attn.v_proj.weight", weightInit, kv, s.Hidden)
+		if s.Arch == Gemma3 {
+			add("self_attn.q_norm.weight", norm, hd)
+			add("self_attn.k_norm.weight", norm, hd)
+		}
+		add("self_attn.o_proj.weight", weightInit, s.Hidden, q)
+		add("post_attention_layernorm.weight", norm, s.Hidden)
+		add("pre_feedforward_layernorm.weight", norm, s.Hidden)
+		add("mlp.gate_proj.weight", weightInit, s.Intermediate, s.Hidden)
+		add("mlp.up_proj.weight", weightInit, s.Intermediate, s.Hidden)
+		add("mlp.down_proj.weight", weightInit, s.Hidden, s.Intermediate)
+		add("post_feedforward_layernorm.weight", norm, s.Hidden)
+	}
+	ts = append(ts, tensorSpec{"model.norm.weight", []int{s.Hidden}, norm})
 	if !s.Tied {
 		ts = append(ts, tensorSpec{"lm_head.weight", []int{vocab, s.Hidden}, weightInit})
 	}
