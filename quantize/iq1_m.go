@@ -126,32 +126,7 @@ func quantizeIQ1MBlock(g *iqGrid, y []byte, x, qw []float32) {
 				}
 			}
 		}
-		bestScore, scale := float32(-maxFloat32), maxv
-		besti1, besti2, bestK := -1, -1, -1
-		var s1 [8]float32
-		for i1 := 0; i1 <= bs; i1++ {
-			if i1 > 0 {
-				addTerms(&s1, &terms[0][i1-1])
-			}
-			s2 := s1
-			for i2 := i1; i2 <= bs; i2++ {
-				if i2 > i1 {
-					addTerms(&s2, &terms[1][i2-1])
-				}
-				s3 := s2
-				for j := i2; j < bs; j++ {
-					addTerms(&s3, &terms[2][j])
-				}
-				for k := 0; k < 4; k++ {
-					sumqx, sumq2 := s3[k], s3[4+k]
-					if sumq2 > 0 && float32(sumqx*sumqx) > float32(bestScore*sumq2) {
-						scale = sumqx / sumq2
-						bestScore = scale * sumqx
-						besti1, besti2, bestK = i1, i2, k
-					}
-				}
-			}
-		}
+		scale, besti1, besti2, bestK := iq1MSplit(&terms, maxv)
 		if besti1 < 0 || besti2 < 0 || bestK < 0 {
 			scales[ib], shifts[ib] = 0, 0
 			continue
@@ -246,11 +221,57 @@ func quantizeIQ1MBlock(g *iqGrid, y []byte, x, qw []float32) {
 	}
 }
 
-// addTerms adds t to the accumulators s, lane by lane.
-func addTerms(s, t *[8]float32) {
-	for a := range s {
-		s[a] += t[a]
+// iq1MSplit is the split search of quantize_row_iq1_m_impl on the terms of one sub-block
+// (terms[lv][j]: what sorted element j adds at level lv to the eight accumulators): the split
+// (i1, i2) and shift choice k (0..3) with the best score, in ggml's order of comparison, and
+// the scale; besti1 = −1 when none qualifies. Each split's sums are built in ggml's order: the
+// level-0 run is shared by all i2 of an i1, the level-1 run grows with i2, and only the
+// level-2 run is summed afresh per split.
+func iq1MSplit(terms *[3][16][8]float32, maxv float32) (scale float32, besti1, besti2, bestK int) {
+	const bs = 16
+	bestScore := float32(-maxFloat32)
+	scale, besti1, besti2, bestK = maxv, -1, -1, -1
+	var s1 [8]float32
+	for i1 := 0; i1 <= bs; i1++ {
+		if i1 > 0 {
+			t := &terms[0][i1-1]
+			for a := range s1 {
+				s1[a] += t[a]
+			}
+		}
+		s2 := s1
+		for i2 := i1; i2 <= bs; i2++ {
+			if i2 > i1 {
+				t := &terms[1][i2-1]
+				for a := range s2 {
+					s2[a] += t[a]
+				}
+			}
+			// Eight independent chains in locals, so that they stay in registers.
+			a0, a1, a2, a3, a4, a5, a6, a7 := s2[0], s2[1], s2[2], s2[3], s2[4], s2[5], s2[6], s2[7]
+			for j := i2; j < bs; j++ {
+				t := &terms[2][j]
+				a0 += t[0]
+				a1 += t[1]
+				a2 += t[2]
+				a3 += t[3]
+				a4 += t[4]
+				a5 += t[5]
+				a6 += t[6]
+				a7 += t[7]
+			}
+			sums := [8]float32{a0, a1, a2, a3, a4, a5, a6, a7}
+			for k := 0; k < 4; k++ {
+				sumqx, sumq2 := sums[k], sums[4+k]
+				if sumq2 > 0 && float32(sumqx*sumqx) > float32(bestScore*sumq2) {
+					scale = sumqx / sumq2
+					bestScore = scale * sumqx
+					besti1, besti2, bestK = i1, i2, k
+				}
+			}
+		}
 	}
+	return scale, besti1, besti2, bestK
 }
 
 // Dequantize is dequantize_row_iq1_m.

@@ -47,7 +47,7 @@ func quantizeIQ1SBlock(g *iqGrid, y []byte, x, qw []float32) {
 		idx, tmp        [bs]uint8
 		L               [bs]int8
 		index           [4]int
-		ax, cx, aw, cw  [2][bs + 1]float32 // the i1 and i2 terms of the split search, per shift
+		sp              iq1SSplit
 		maxScale, sumx2 float32
 		x256            = x[:256]
 		qs, qh          = y[2:34], y[34:50]
@@ -83,36 +83,17 @@ func quantizeIQ1SBlock(g *iqGrid, y []byte, x, qw []float32) {
 			sumx[j+1] = sumx[j] + float32(weight[i]*xb[i])
 			sumw[j+1] = sumw[j] + weight[i]
 		}
-		for s, xs := range [2]*[3]float32{&iq1XP, &iq1XM} {
-			for i := 0; i <= bs; i++ {
-				ax[s][i] = (sumx[i] - sumx[0]) * xs[0]
-				cx[s][i] = (sumx[bs] - sumx[i]) * xs[2]
-				aw[s][i] = float32((sumw[i]-sumw[0])*xs[0]) * xs[0]
-				cw[s][i] = float32((sumw[bs]-sumw[i])*xs[2]) * xs[2]
+		for i := 0; i <= bs; i++ {
+			for s, xs := range [2]*[3]float32{&iq1XP, &iq1XM} {
+				sp.sx[2*i+s], sp.sw[2*i+s] = sumx[i], sumw[i]
+				sp.ax[2*i+s] = (sumx[i] - sumx[0]) * xs[0]
+				sp.cx[2*i+s] = (sumx[bs] - sumx[i]) * xs[2]
+				sp.aw[2*i+s] = float32((sumw[i]-sumw[0])*xs[0]) * xs[0]
+				sp.cw[2*i+s] = float32((sumw[bs]-sumw[i])*xs[2]) * xs[2]
 			}
 		}
-		bestScore, scale := float32(-maxFloat32), maxv
-		besti1, besti2, bestShift := -1, -1, 0
-		p1, m1 := iq1XP[1], iq1XM[1]
-		for i1 := 0; i1 <= bs; i1++ {
-			for i2 := i1; i2 <= bs; i2++ {
-				dx, dw := sumx[i2]-sumx[i1], sumw[i2]-sumw[i1]
-				sumqx := float32(ax[0][i1]+float32(dx*p1)) + cx[0][i2]
-				sumq2 := float32(aw[0][i1]+float32(float32(dw*p1)*p1)) + cw[0][i2]
-				if sumq2 > 0 && float32(sumqx*sumqx) > float32(bestScore*sumq2) {
-					scale = sumqx / sumq2
-					bestScore = scale * sumqx
-					besti1, besti2, bestShift = i1, i2, 1
-				}
-				sumqx = float32(ax[1][i1]+float32(dx*m1)) + cx[1][i2]
-				sumq2 = float32(aw[1][i1]+float32(float32(dw*m1)*m1)) + cw[1][i2]
-				if sumq2 > 0 && float32(sumqx*sumqx) > float32(bestScore*sumq2) {
-					scale = sumqx / sumq2
-					bestScore = scale * sumqx
-					besti1, besti2, bestShift = i1, i2, -1
-				}
-			}
-		}
+		sp.search(maxv)
+		scale, besti1, besti2, bestShift := sp.scale, int(sp.i1), int(sp.i2), int(sp.shift)
 		if besti1 < 0 || besti2 < 0 || bestShift == 0 {
 			scales[ib], shifts[ib] = 0, 1
 			continue
@@ -185,6 +166,57 @@ func quantizeIQ1SBlock(g *iqGrid, y []byte, x, qw []float32) {
 		h := binary.LittleEndian.Uint16(qh[2*ib:])
 		binary.LittleEndian.PutUint16(qh[2*ib:], h|uint16(l)<<12)
 	}
+}
+
+// iq1SSplit is the data of quantize_row_iq1_s_impl's split search for one sub-block of 32:
+// with levels −1, 0, 1 the best levels split the sorted values into three runs, and prefix sums
+// of w·x and w give every split's Σw·x·q and Σw·q², for both shifts of the levels (x_p, x_m).
+// Entry 2i + s is split point i (0..32) with shift s (0: x_p, 1: x_m), interleaved for
+// iq1SSplitAVX512 (iq_search_amd64.s), which evaluates 8 split points × 2 shifts per vector.
+type iq1SSplit struct {
+	sx, sw [80]float32 // Σw·x and Σw over the first i sorted values (the same for both s); 0 beyond 66
+	cx, cw [80]float32 // the third run's terms: (sx_32 − sx_i)·xs_2 and ((sw_32 − sw_i)·xs_2)·xs_2
+	ax, aw [66]float32 // the first run's terms: (sx_i − sx_0)·xs_0 and ((sw_i − sw_0)·xs_0)·xs_0
+	tx, tq [16]float32 // scratch of the assembly
+	// The result: the scale, the split (i1, i2; −1 when none qualifies) and the shift (1 for
+	// x_p, −1 for x_m, 0 when none).
+	scale         float32
+	i1, i2, shift int64
+}
+
+// search runs ggml's loop over the splits i1 ≤ i2, x_p before x_m, keeping the first split
+// with the best (Σw·x·q)²/Σw·q² as ggml compares it; maxv is ggml's starting scale.
+func (sp *iq1SSplit) search(maxv float32) {
+	if useSIMDSearch {
+		iq1SSplitAVX512(sp, maxv)
+		return
+	}
+	const bs = 32
+	bestScore, scale := float32(-maxFloat32), maxv
+	besti1, besti2, bestShift := -1, -1, 0
+	p1, m1 := iq1XP[1], iq1XM[1]
+	for i1 := 0; i1 <= bs; i1++ {
+		sx1, sw1 := sp.sx[2*i1], sp.sw[2*i1]
+		axp, axm, awp, awm := sp.ax[2*i1], sp.ax[2*i1+1], sp.aw[2*i1], sp.aw[2*i1+1]
+		for i2 := i1; i2 <= bs; i2++ {
+			dx, dw := sp.sx[2*i2]-sx1, sp.sw[2*i2]-sw1
+			sumqx := float32(axp+float32(dx*p1)) + sp.cx[2*i2]
+			sumq2 := float32(awp+float32(float32(dw*p1)*p1)) + sp.cw[2*i2]
+			if sumq2 > 0 && float32(sumqx*sumqx) > float32(bestScore*sumq2) {
+				scale = sumqx / sumq2
+				bestScore = scale * sumqx
+				besti1, besti2, bestShift = i1, i2, 1
+			}
+			sumqx = float32(axm+float32(dx*m1)) + sp.cx[2*i2+1]
+			sumq2 = float32(awm+float32(float32(dw*m1)*m1)) + sp.cw[2*i2+1]
+			if sumq2 > 0 && float32(sumqx*sumqx) > float32(bestScore*sumq2) {
+				scale = sumqx / sumq2
+				bestScore = scale * sumqx
+				besti1, besti2, bestShift = i1, i2, -1
+			}
+		}
+	}
+	sp.scale, sp.i1, sp.i2, sp.shift = scale, int64(besti1), int64(besti2), int64(bestShift)
 }
 
 // Dequantize is dequantize_row_iq1_s.

@@ -1,6 +1,7 @@
 package quantize
 
 import (
+	"math"
 	"sync"
 
 	"github.com/gquant/gquant/formats/gguf"
@@ -184,18 +185,33 @@ func gridIQ1S() *iqGrid {
 // kmaskIQ2XS is ggml's kmask_iq2xs: the sign bit of element j.
 var kmaskIQ2XS = [8]uint8{1, 2, 4, 8, 16, 32, 64, 128}
 
-// iqTable fills t[4i+l] with the term that element i adds to a candidate's weighted squared
-// distance when its level is l: (w_i·d)·d with d = s_l − x_i, s_l the scaled level value. The
-// neighbour searches sum eight such terms per candidate in ggml's order, so each candidate
-// costs eight additions instead of ggml's twenty-four operations, with the same bits.
-func iqTable(t *[32]float32, s *[3]float32, x, w []float32) {
+// iqNearest is the neighbour search shared by iq2_find_best_neighbour and
+// iq1_find_best_neighbour2: the index in nb of the candidate whose levels l_i, mapped to
+// s[l_i], are nearest to x (8 values) in Σ w_i·(s[l_i] − x_i)², summed in ggml's order and
+// compared as ggml does (the first of equal minima; −1 when no distance is below FLT_MAX:
+// NaN or infinite). The term of element i at level l, (w_i·d)·d with d = s[l] − x_i, does not
+// depend on the candidate, so a table of the 24 terms is made first and each candidate costs
+// eight additions instead of ggml's twenty-four operations, with the same bits. With AVX-512
+// (iq_search_amd64.s) sixteen candidates are summed at once, one per lane, in the same order.
+func iqNearest(s *[4]float32, x, w []float32, nb []iqCand) int {
 	_, _ = x[7], w[7]
+	if useSIMDSearch && len(nb) > 0 {
+		return iqNearestAVX512(s, &x[0], &w[0], &nb[0], len(nb))
+	}
+	var t [32]float32
 	for i := 0; i < 8; i++ {
 		for l := 0; l < 3; l++ {
 			d := s[l] - x[i]
 			t[4*i+l] = float32(w[i]*d) * d
 		}
 	}
+	best, bi := float32(maxFloat32), -1
+	for k, c := range nb {
+		if d := iqDist2(&t, c.code); d < best {
+			best, bi = d, k
+		}
+	}
+	return bi
 }
 
 // iqDist2 sums the terms of t for the candidate with code c, starting from 0 as ggml does.
@@ -211,27 +227,13 @@ func iqDist2(t *[32]float32, c uint16) float32 {
 	return d
 }
 
-// iqNearest is the candidate with the smallest d2 below maxFloat32 (the first of equals), or −1
-// when none is (every d2 NaN or infinite).
-func iqNearest(t *[32]float32, nb []iqCand) int {
-	best, bi := float32(maxFloat32), -1
-	for k, c := range nb {
-		if d := iqDist2(t, c.code); d < best {
-			best, bi = d, k
-		}
-	}
-	return bi
-}
-
 // iq2FindBestNeighbour is iq2_find_best_neighbour: among the neighbours nb, the grid point
 // nearest to xval (8 values) at scale with weights w; its levels go to L and its index is
 // returned. Where ggml asserts because no distance is finite (NaN or overflowing inputs),
 // gquant takes the first neighbour.
 func iq2FindBestNeighbour(g *iqGrid, nb []iqCand, xval, w []float32, scale float32, L []int8) int {
-	s := [3]float32{scale * 1, scale * 3, scale * 5}
-	var t [32]float32
-	iqTable(&t, &s, xval, w)
-	k := max(iqNearest(&t, nb), 0)
+	s := [4]float32{scale * 1, scale * 3, scale * 5}
+	k := max(iqNearest(&s, xval, w, nb), 0)
 	g.levelsOf(int(nb[k].idx), L)
 	return int(nb[k].idx)
 }
@@ -392,14 +394,14 @@ var (
 // the group in the caller's input. tail is that input, from the group to the end of the src of
 // the Quantize call (ggml_quantize_chunk's buffer), and the scan follows ggml for every i
 // inside it; ggml reads past its buffer beyond, and gquant stops there. Where ggml then asserts
-// (nothing found), gquant takes the first neighbour. All of this needs NaN or distances
-// overflowing float32, i.e. inputs near 1e13 and beyond.
+// (nothing found), gquant takes the first neighbour. The scan only runs when every
+// neighbour's distance is NaN or infinite: with NaN or infinite inputs, where it finds nothing
+// either, or with sums overflowing float32, which (inputs beyond about 1e9) makes ggml's
+// split search degenerate to points on the grid first; no test vector reaches it.
 func iq1FindBestNeighbour2(g *iqGrid, nb []iqCand, xval, w []float32, scale float32, xg *[3]float32, L []int8, tail []float32) int {
-	s := [3]float32{scale * xg[0], scale * xg[1], scale * xg[2]}
-	var t [32]float32
-	iqTable(&t, &s, xval, w)
+	s := [4]float32{scale * xg[0], scale * xg[1], scale * xg[2]}
 	j := -1
-	if k := iqNearest(&t, nb); k >= 0 {
+	if k := iqNearest(&s, xval, w, nb); k >= 0 {
 		j = int(nb[k].idx)
 	} else {
 		best := float32(maxFloat32)
@@ -424,18 +426,56 @@ func iq1FindBestNeighbour2(g *iqGrid, nb []iqCand, xval, w []float32, scale floa
 	return j
 }
 
-// iq1Sort orders the positions idx (0..len−1 on entry) by x as the IQ1 encoders' qsort of
-// (value, index) pairs does with glibc 2.36 (msort_with_tmp: top-down merge sort that takes
-// the left element unless it compares greater), so equal values keep their order and NaNs
-// land where glibc puts them. tmp is scratch of the same length.
+// iq1Sort orders the positions idx (0..len−1 on entry, len ≤ 32) by x as the IQ1 encoders'
+// qsort of (value, index) pairs does with glibc 2.36, a stable merge sort: equal values (+0
+// and −0 among them) keep their order. Without NaNs every stable sort gives that order, and an
+// insertion sort of keys that order the floats, then the positions, is quickest; with NaNs the
+// order depends on the algorithm, so iq1MergeSort follows glibc's. tmp is scratch of the same
+// length.
 func iq1Sort(idx, tmp []uint8, x []float32) {
+	var keys [32]uint64
+	n := len(idx)
+	for i := 0; i < n; i++ {
+		v := x[idx[i]]
+		if v != v {
+			iq1MergeSort(idx, tmp, x)
+			return
+		}
+		b := math.Float32bits(v)
+		switch {
+		case b&0x7fffffff == 0:
+			b = 0x80000000
+		case b&0x80000000 != 0:
+			b = ^b
+		default:
+			b |= 0x80000000
+		}
+		keys[i] = uint64(b)<<32 | uint64(idx[i])
+	}
+	for i := 1; i < n; i++ {
+		k := keys[i]
+		j := i
+		for ; j > 0 && keys[j-1] > k; j-- {
+			keys[j] = keys[j-1]
+		}
+		keys[j] = k
+	}
+	for i := 0; i < n; i++ {
+		idx[i] = uint8(keys[i])
+	}
+}
+
+// iq1MergeSort is glibc 2.36's msort_with_tmp on idx with the IQ1 encoders' comparison of x:
+// top-down, halves of n/2 and n − n/2, merging takes the left element unless it compares
+// greater.
+func iq1MergeSort(idx, tmp []uint8, x []float32) {
 	n := len(idx)
 	if n <= 1 {
 		return
 	}
 	n1 := n / 2
-	iq1Sort(idx[:n1], tmp, x)
-	iq1Sort(idx[n1:], tmp, x)
+	iq1MergeSort(idx[:n1], tmp, x)
+	iq1MergeSort(idx[n1:], tmp, x)
 	i, j, k := 0, n1, 0
 	for i < n1 && j < n {
 		if !(x[idx[i]] > x[idx[j]]) {
