@@ -396,8 +396,9 @@ var (
 // inside it; ggml reads past its buffer beyond, and gquant stops there. Where ggml then asserts
 // (nothing found), gquant takes the first neighbour. The scan only runs when every
 // neighbour's distance is NaN or infinite: with NaN or infinite inputs, where it finds nothing
-// either, or with sums overflowing float32, which (inputs beyond about 1e9) makes ggml's
-// split search degenerate to points on the grid first; no test vector reaches it.
+// either, or with distances overflowing float32, but finite inputs that large overflow the
+// split search's sums first, which then puts all 8 values on one level, a grid point. No test
+// vector reaches it (ggml aborts on the inputs tried that come near).
 func iq1FindBestNeighbour2(g *iqGrid, nb []iqCand, xval, w []float32, scale float32, xg *[3]float32, L []int8, tail []float32) int {
 	s := [4]float32{scale * xg[0], scale * xg[1], scale * xg[2]}
 	j := -1

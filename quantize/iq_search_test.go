@@ -303,3 +303,19 @@ func TestRequiresImatrixRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestIQEncodersDoNotAllocate: the encoders keep their scratch on the stack (grids aside,
+// which are built once).
+func TestIQEncodersDoNotAllocate(t *testing.T) {
+	const nrows, n = 4, 512
+	x := gaussianRows(4, nrows, n, 0.02)
+	im := orUnit(gguf.IQ1_S, nil, n)
+	for _, typ := range iqBenchTypes {
+		e, _ := For(typ)
+		q := make([]byte, RowBytes(typ, n)*nrows)
+		e.Quantize(q, x, nrows, n, im)
+		if a := testing.AllocsPerRun(3, func() { e.Quantize(q, x, nrows, n, im) }); a != 0 {
+			t.Errorf("%s: %.0f allocations per Quantize call", typ, a)
+		}
+	}
+}
