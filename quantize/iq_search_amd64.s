@@ -6,7 +6,8 @@
 // The neighbour search of the lattice i-quants (iqNearest in iq2_grid.go) on AVX-512.
 //
 // The term of element i at level l, t(i, l) = (w_i·d)·d with d = s_l − x_i, is computed for
-// l = 0..3 in every 128-bit lane of one register per element (Z16..Z23; l = 3 is never used).
+// l = 0..3 (l = 3 is never used), four elements to a register, then copied to every 128-bit
+// lane of one register per element (Z16..Z23).
 // A candidate is an iqCand dword, grid index in the low half and its code (level of element i
 // at bit 2i) in the high half; shifting the dword right by 16 + 2i leaves level i in the low two
 // bits, and VPERMPS, which reads only the low four bits of an index, picks t(i, level) from the
@@ -16,13 +17,29 @@
 // whose sum is below the best so far (FLT_MAX at the start; NaN never is): per chunk of
 // sixteen that is the first lane holding the smallest of the lanes below the best.
 
-// TERMS(i, T): T = (w_i·(s − x_i))·(s − x_i) lane by lane, s in Z0; x at BX, w at DX.
-#define TERMS(i, T) \
-	VBROADCASTSS (4*i)(BX), Z1 \
-	VBROADCASTSS (4*i)(DX), Z2 \
-	VSUBPS       Z1, Z0, Z1    \
-	VMULPS       Z1, Z2, Z2    \
-	VMULPS       Z1, Z2, T
+// quad: 0,0,0,0, 1,1,1,1, 2,2,2,2, 3,3,3,3: VPERMPS spreads four values over the four 128-bit
+// lanes, one value to a lane.
+DATA quad<>+0(SB)/8, $0
+DATA quad<>+8(SB)/8, $0
+DATA quad<>+16(SB)/8, $0x0000000100000001
+DATA quad<>+24(SB)/8, $0x0000000100000001
+DATA quad<>+32(SB)/8, $0x0000000200000002
+DATA quad<>+40(SB)/8, $0x0000000200000002
+DATA quad<>+48(SB)/8, $0x0000000300000003
+DATA quad<>+56(SB)/8, $0x0000000300000003
+GLOBL quad<>(SB), RODATA|NOPTR, $64
+
+// TERMS4(off, T): the terms of elements off/4 .. off/4+3 in T, element off/4 + j in 128-bit
+// lane j, level l in its lane l: T = (w·(s − x))·(s − x) with s in every lane (Z0), x and w
+// spread by VPERMPS (indexes in Z7); x at BX, w at DX.
+#define TERMS4(off, T) \
+	VMOVUPS off(BX), X1  \
+	VPERMPS Z1, Z7, Z1   \
+	VMOVUPS off(DX), X2  \
+	VPERMPS Z2, Z7, Z2   \
+	VSUBPS  Z1, Z0, Z1   \
+	VMULPS  Z1, Z2, Z2   \
+	VMULPS  Z1, Z2, T
 
 // ADDTERM(sh, T): Z3 += T[level of the element at bit sh of the candidates in Z4].
 #define ADDTERM(sh, T) \
@@ -39,14 +56,17 @@ TEXT ·iqNearestAVX512(SB), NOSPLIT, $0-48
 	MOVQ n+32(FP), CX
 
 	VBROADCASTF32X4 (AX), Z0
-	TERMS(0, Z16)
-	TERMS(1, Z17)
-	TERMS(2, Z18)
-	TERMS(3, Z19)
-	TERMS(4, Z20)
-	TERMS(5, Z21)
-	TERMS(6, Z22)
-	TERMS(7, Z23)
+	VMOVDQU32       quad<>(SB), Z7
+	TERMS4(0, Z8)                      // elements 0..3
+	TERMS4(16, Z9)                     // elements 4..7
+	VSHUFF32X4 $0x00, Z8, Z8, Z16      // element i's terms in every 128-bit lane
+	VSHUFF32X4 $0x55, Z8, Z8, Z17
+	VSHUFF32X4 $0xaa, Z8, Z8, Z18
+	VSHUFF32X4 $0xff, Z8, Z8, Z19
+	VSHUFF32X4 $0x00, Z9, Z9, Z20
+	VSHUFF32X4 $0x55, Z9, Z9, Z21
+	VSHUFF32X4 $0xaa, Z9, Z9, Z22
+	VSHUFF32X4 $0xff, Z9, Z9, Z23
 
 	MOVL         $0x7f7fffff, AX
 	VPBROADCASTD AX, Z2                // best so far: FLT_MAX
