@@ -156,6 +156,15 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 		if useImatrix || kGPTQ {
 			e.imatrix = o.Imatrix[pt.Name]
 		}
+		if e.imatrix == nil && quantize.RequiresImatrix(pt.typ) && !o.DryRun {
+			// llama-quantize: "Missing importance matrix for tensor … in a very low-bit
+			// quantization" (its quantizer asserts one).
+			src := "no --stats given"
+			if useImatrix || kGPTQ {
+				src = "the statistics have no entry for it"
+			}
+			return nil, fmt.Errorf("%s: %s needs an importance matrix, and %s", pt.Name, pt.typ, src)
+		}
 		if st != nil && (pt.typ == gguf.Q4_0 || kGPTQ && gptqBlockType(pt.typ)) && pt.ref.Role.IsLinear() {
 			e.rounder = &Rounder{Method: method, Stats: st, Weight: pt.Name, GPTQ: o.GPTQ}
 			pt.Method = method

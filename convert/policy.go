@@ -475,6 +475,9 @@ func (st *policyState) sourceType(ref arch.TensorRef) gguf.Type {
 // and fewer, and Q2_K in a Q2_K_S file; token_embd and output never.
 func (st *policyState) needsImatrix(cat category, c Choice) Choice {
 	if cat == catTokenEmbd || cat == catOutput {
+		// Exempt in llama-quantize's rule; ggml's quantizer still asserts one for these
+		// types (Convert refuses them by name when the statistics lack the tensor).
+		c.NeedsImatrix = quantize.RequiresImatrix(c.Type)
 		return c
 	}
 	switch c.Type {
