@@ -46,7 +46,7 @@ type Options struct {
 // gptqKSchemes are the GGUF schemes whose linear weights of the types gptqBlockType lists
 // --method gptq rounds in ggml's blocks (quantize.KBlocksGPTQ, quantize.Blocks32GPTQ), with
 // llama-quantize's imatrix mix; q4_0's are rounded in quantize's groups (q4_0Rows).
-var gptqKSchemes = map[string]bool{"q4_k_s": true, "q4_k_m": true, "q5_k_s": true, "q5_k_m": true, "q4_k": true, "q5_k": true,
+var gptqKSchemes = map[string]bool{"q2_k": true, "q2_k_s": true, "q3_k_s": true, "q3_k_m": true, "q3_k_l": true, "q3_k": true, "q4_k_s": true, "q4_k_m": true, "q5_k_s": true, "q5_k_m": true, "q4_k": true, "q5_k": true,
 	"q6_k": true, "q4_1": true, "q5_0": true, "q5_1": true, "q8_0": true, "iq4_nl": true, "iq4_xs": true}
 
 // Convert runs inventory → plan → execute for one HuggingFace folder into GGUF. With DryRun
@@ -83,7 +83,7 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 		case method == MethodAWQ && o.Scheme != "q4_0":
 			return nil, problems.Usage(fmt.Errorf("--method awq: GGUF output carries AWQ weights exactly only as q4_0 (got --scheme %s; other schemes: --format gqf)", o.Scheme))
 		case method == MethodGPTQ && o.Scheme != "q4_0" && !gptqKSchemes[o.Scheme]:
-			return nil, problems.Usage(fmt.Errorf("--method gptq: GGUF output carries GPTQ weights as q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, iq4_xs, q4_k_s, q4_k_m, q5_k_s, q5_k_m or q6_k (got --scheme %s; other schemes: --format gqf)", o.Scheme))
+			return nil, problems.Usage(fmt.Errorf("--method gptq: GGUF output carries GPTQ weights as q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, iq4_xs, q2_k, q2_k_s, q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m, q5_k_s, q5_k_m or q6_k (got --scheme %s; other schemes: --format gqf)", o.Scheme))
 		case gptqKSchemes[o.Scheme] && o.Sequence != nil:
 			return nil, problems.Usage(fmt.Errorf("--method gptq --scheme %s: layer-sequential GPTQ (--corpus) writes q4_0; GPTQ into K-quant blocks needs --stats FILE (gquant calibrate --hessian)", o.Scheme))
 		}

@@ -93,7 +93,7 @@ func newConvertCmd(g *globals) *cobra.Command {
 	addJSONFlag(f, &o.jsonOut, "the plan")
 	f.BoolVar(&o.force, "force", false, "overwrite an existing output")
 	addThreadsFlag(f, &o.threads)
-	f.StringVar(&o.method, "method", "", "rtn, imatrix, gptq or awq (gqf; GGUF: gptq into the blocks of q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, iq4_xs, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k; awq into q4_0; default: imatrix when --stats is given)")
+	f.StringVar(&o.method, "method", "", "rtn, imatrix, gptq or awq (gqf; GGUF: gptq into the blocks of q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, iq4_xs and the K-quant mixes q2_k … q6_k; awq into q4_0; default: imatrix when --stats is given)")
 	f.StringVar(&o.stats, "stats", "", "importance matrix: gquant calibrate stats, or llama-imatrix output (GGUF or .dat)")
 	f.StringArrayVar(&o.kv, "kv", nil, "GGUF: set a metadata key, KEY=TYPE:VALUE with TYPE int (written as uint32), float, bool or str (repeatable; llama-quantize --override-kv)")
 	f.StringVar(&o.splitMaxSize, "split-max-size", "", "split the output into files of at most this size (500M, 2G: powers of 1000, as llama-gguf-split; 512MiB)")
