@@ -126,8 +126,8 @@ type Plan struct {
 	Parts []Part `json:"parts,omitempty"`
 	// Target is what --target-bpw or --target-size chose (nil for a scheme).
 	Target *Target `json:"target,omitempty"`
-	// PredictedKL is the sum of the tensors' Predicted: the KL the sensitivities predict
-	// (--target-bpw, or --sensitivity with a scheme).
+	// PredictedKL is the sum of the tensors' Predicted: the KL the sensitivities predict for
+	// the weights they measured (--target-bpw, or --sensitivity with a scheme).
 	PredictedKL float64 `json:"predicted_kl,omitempty"`
 
 	spec                   *arch.Spec
@@ -389,7 +389,7 @@ func (p *Plan) Text() string {
 		fmt.Fprintf(&b, ", file %d bytes", p.Target.FileBytes)
 	}
 	if p.PredictedKL > 0 {
-		fmt.Fprintf(&b, ", predicted KL %.6g (linear layers)", p.PredictedKL)
+		fmt.Fprintf(&b, ", predicted KL %.6g (the measured weights)", p.PredictedKL)
 	}
 	if p.Nodes > 0 {
 		fmt.Fprintf(&b, "; graph: %d nodes, %d activations", p.Nodes, p.ActCount)

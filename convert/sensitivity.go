@@ -12,7 +12,9 @@ import (
 )
 
 // measureSensitivities measures, weight by weight in model order, every candidate encoding's
-// output error and the probe's KL at one of them (see target.go). The candidates are encoded
+// output error and the probe's KL at one of them (see target.go). Every weight but the linear
+// layers' is encoded as the file writes it: llama.cpp's quantizer, with the importance where
+// the statistics have it (the output's). The candidates are encoded
 // by the encoders execute writes the file with (the same bytes), in parallel; the probe runs
 // the model with the runtime's workers.
 func measureSensitivities(inv *Inventory, base *Plan, st *stats.Stats, imp map[string][]float32, names []string, cands map[string][]gguf.Type,
@@ -62,7 +64,10 @@ func measureWeight(inv *Inventory, base *Plan, pt *PlannedTensor, st *stats.Stat
 		c.Bytes = uint64(typ.RowBytes(cols)) * uint64(rows)
 		e := &ggufEncoder{typ: typ, name: pt.Name, bytes: c.Bytes, imatrix: imp}
 		m := MethodImatrix
-		if method == MethodGPTQ && st.HasHessian(pt.Name) {
+		if imp == nil {
+			m = MethodRTN // the token embedding: no statistics
+		}
+		if method == MethodGPTQ && pt.ref.Role.IsLinear() && st.HasHessian(pt.Name) {
 			e.rounder = &Rounder{Method: MethodGPTQ, Stats: st, Weight: pt.Name, GPTQ: o.GPTQ}
 			m = MethodGPTQ
 		}
@@ -88,8 +93,15 @@ func measureWeight(inv *Inventory, base *Plan, pt *PlannedTensor, st *stats.Stat
 		return t, err
 	}
 	count := 1.0
-	if H != nil {
+	diag := imp
+	switch {
+	case H != nil:
 		count = float64(st.LinearFor(pt.Name).Count)
+	case imp == nil: // the token embedding: the squared error of its rows
+		diag = make([]float32, cols)
+		for j := range diag {
+			diag[j] = 1
+		}
 	}
 	deq := make([]float32, rows*cols)
 	decoded := make([][]float32, len(cands))
@@ -100,7 +112,7 @@ func measureWeight(inv *Inventory, base *Plan, pt *PlannedTensor, st *stats.Stat
 		}
 		codec.Dequantize(deq, bufs[k])
 		// Σ xᵀx over count tokens, or the importance (Σx²/count) as its diagonal.
-		t.Candidates[k].Error = quantize.OutputError(orig, deq, rows, cols, H, imp) / count
+		t.Candidates[k].Error = quantize.OutputError(orig, deq, rows, cols, H, diag) / count
 		if k == probeCandidate(t.Candidates) || probeAll {
 			decoded[k] = append([]float32(nil), deq...)
 		}

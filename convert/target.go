@@ -40,11 +40,15 @@ import (
 // windows and the settings, reused by every later target and refused when any of these
 // differ.
 //
-// The other tensors (token_embd, output, the norms) follow llama-quantize's rules: those of
-// the mix whose base type's bits per weight are the largest at most the target's (targetRules:
-// q2_k, q3_k_m, iq4_xs, q4_k_m, q5_k_m, q6_k, q8_0), so that a file at Q4_K_M's bits keeps
-// Q4_K_M's token_embd and output and differs from it only in the linear weights, where the
-// budget is spent. The file's general.file_type is that mix's.
+// With --target-bpw the other tensors (token_embd, output, the norms) follow llama-quantize's
+// rules: those of the mix whose base type's bits per weight are the largest at most the
+// target's (targetRules: q2_k, q3_k_m, iq4_xs, q4_k_m, q5_k_m, q6_k, q8_0), so that a file at
+// Q4_K_M's bits keeps Q4_K_M's token_embd and output and differs from it only in the linear
+// weights, whose bits the target counts. --target-size counts every byte of the file, so the
+// token embedding and the output (of a model whose output has its own weight) are chosen too,
+// measured as the linear weights are: the output's error on its input's Hessian, the
+// embedding's as the squared error of its rows (what a lookup passes on), each with its gain
+// from the probe. The file's general.file_type is the rules' mix's.
 
 // Prober measures how far the model's output moves when one linear weight is replaced
 // (verify.Probe).
@@ -73,8 +77,8 @@ type Target struct {
 	Weights int    `json:"weights"`
 	Budget  uint64 `json:"budget_bytes"`
 	Used    uint64 `json:"used_bytes"`
-	// FileBytes is the size of the file the plan writes.
-	FileBytes uint64 `json:"file_bytes"`
+	// FileBytes is the size of the file the plan writes (--target-size).
+	FileBytes uint64 `json:"file_bytes,omitempty"`
 	// BoundKL is the least predicted KL (Plan.PredictedKL) any choice within the budget
 	// could reach (the relaxation's bound); Exact whether the choice is the optimum of the
 	// predictions (costs not rounded).
@@ -101,7 +105,7 @@ const probeBPW = 4.5
 
 // sensitivityVersion names the measurement in the sensitivity file's settings: a change to
 // what is measured or how changes it, and older files are then measured again.
-const sensitivityVersion = 1
+const sensitivityVersion = 2
 
 // typeBPW is the bits per weight of a ggml type.
 func typeBPW(t gguf.Type) float64 { return 8 * float64(t.TypeSize()) / float64(t.BlockSize()) }
@@ -161,13 +165,14 @@ func (o *Options) targetName() string {
 }
 
 // measured returns the weights whose sensitivities are measured (every linear weight with a
-// choice of encodings, --tensor-type or not: the measurements do not depend on the options
-// that only restrict the choice) and their candidates, in model order.
+// choice of encodings, and the token embedding and output of a model whose output has its own
+// weight; --tensor-type or not: the measurements do not depend on the options that only
+// restrict the choice) and their candidates, in model order.
 func measured(p *Plan) ([]string, map[string][]gguf.Type) {
 	var names []string
 	cands := map[string][]gguf.Type{}
 	for _, pt := range p.Tensors {
-		if !pt.ref.Role.IsLinear() {
+		if !pt.ref.Role.IsLinear() && !(untiedEnd(p, pt) && len(pt.Shape) == 2) {
 			continue
 		}
 		if c := targetCandidates(pt.Shape); len(c) > 1 {
@@ -176,6 +181,12 @@ func measured(p *Plan) ([]string, map[string][]gguf.Type) {
 		}
 	}
 	return names, cands
+}
+
+// untiedEnd reports whether pt is the token embedding or the output of a model whose output
+// has its own weight (a tied model's token embedding follows the rules).
+func untiedEnd(p *Plan, pt PlannedTensor) bool {
+	return !p.spec.Tied && (pt.ref.Role == arch.TokenEmbd || pt.ref.Role == arch.Output)
 }
 
 // predictions returns each measured weight's candidates' predicted KL, g_W·E(W, e).
@@ -206,7 +217,13 @@ func planSensitivities(inv *Inventory, p *Plan, o Options, method string, st *st
 		return nil, nil, false, problems.Usage(fmt.Errorf("%s: no linear weight has a choice of encodings (no row length fits a block)", inv.Dir))
 	}
 	if method == MethodGPTQ {
-		if err := MissingHessians(st, o.Stats, names); err != nil {
+		var lin []string
+		for _, pt := range p.Tensors {
+			if pt.ref.Role.IsLinear() && cands[pt.Name] != nil {
+				lin = append(lin, pt.Name)
+			}
+		}
+		if err := MissingHessians(st, o.Stats, lin); err != nil {
 			return nil, nil, false, err
 		}
 	}
@@ -259,10 +276,15 @@ func planTarget(inv *Inventory, o Options, method string, st *stats.Stats) (*Pla
 	if err != nil {
 		return nil, err
 	}
-	// --tensor-type fixes a weight's type: it takes its one option.
+	// --tensor-type fixes a weight's type, and --target-bpw leaves the token embedding and the
+	// output to the rules (their bytes are not in the linear layers' bits per weight).
+	linear := map[string]bool{}
+	for _, pt := range base.Tensors {
+		linear[pt.Name] = pt.ref.Role.IsLinear()
+	}
 	var free []int
 	for i, t := range sens.Tensors {
-		if !pinned(o.Overrides, t.Name) {
+		if !pinned(o.Overrides, t.Name) && (linear[t.Name] || o.TargetSize > 0) {
 			free = append(free, i)
 		}
 	}

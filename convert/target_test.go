@@ -163,10 +163,12 @@ func TestTargetBPWStories260k(t *testing.T) {
 // TestTargetBPWStories3m: at the bits per weight of Q4_K_M over the linear layers, the
 // --target-bpw file of stories3m (sensitivities on 4 windows of 128 tokens, statistics of 4096
 // tokens) scores a KL on held-out text below 0.8× that of llama.cpp's Q4_K_M with the same
-// importance matrix (0.67× when written), and below uniform GPTQ's into Q4_K_M's mix. With the
-// whole calibration text and 16 windows: 0.002725 against 0.005296 for llama-quantize with
-// llama-imatrix's matrix (0.51×, docs/quality.md). Then stock llama.cpp runs a file made from
-// the same sensitivities (interopTarget).
+// importance matrix (0.67× when written), and below uniform GPTQ's into Q4_K_M's mix; the
+// --target-size file of the Q4_K_M file's bytes, whose token embedding and output are chosen
+// too, scores below that. With the whole calibration text and 16 windows: 0.002725 and
+// 0.001641 against 0.005296 for llama-quantize with llama-imatrix's matrix (0.51× and 0.31×,
+// docs/quality.md). Then stock llama.cpp runs a file made from the same sensitivities
+// (interopTarget).
 func TestTargetBPWStories3m(t *testing.T) {
 	dir := "../testdata/models/stories3m"
 	tmp := t.TempDir()
@@ -176,19 +178,28 @@ func TestTargetBPWStories3m(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sens := filepath.Join(tmp, "s.sens")
 	kl := map[string]float64{}
-	for name, o := range map[string]Options{
-		"imatrix": {Scheme: "q4_k_m", Stats: st},
-		"gptq":    {Scheme: "q4_k_m", Method: MethodGPTQ, Stats: st},
-		"target":  {TargetBPW: ref.BPWLinear, Stats: st, Probe: probeConfig(dir, 128, 4), Sensitivity: filepath.Join(tmp, "s.sens")},
-	} {
+	for _, name := range []string{"imatrix", "gptq", "target", "size"} {
+		o := map[string]Options{
+			"imatrix": {Scheme: "q4_k_m", Stats: st},
+			"gptq":    {Scheme: "q4_k_m", Method: MethodGPTQ, Stats: st},
+			"target":  {TargetBPW: ref.BPWLinear, Stats: st, Probe: probeConfig(dir, 128, 4), Sensitivity: sens},
+		}[name]
+		if name == "size" { // the imatrix file's bytes, every tensor chosen
+			fi, err := os.Stat(filepath.Join(tmp, "imatrix.gguf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o = Options{TargetSize: fi.Size(), Stats: st, Sensitivity: sens}
+		}
 		o.Threads = 2
 		out := filepath.Join(tmp, name+".gguf")
 		p, err := Convert(dir, out, o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.BPWLinear > ref.BPWLinear {
+		if name != "size" && p.BPWLinear > ref.BPWLinear {
 			t.Errorf("%s: %.4f bpw over the linear layers, more than Q4_K_M's %.4f", name, p.BPWLinear, ref.BPWLinear)
 		}
 		rep, err := verify.Run(verify.Options{Artifact: out, Ref: dir, Corpus: "../testdata/corpora/tinystories-eval.txt", Ctx: 256, Chunks: 12, Threads: 2})
@@ -197,19 +208,24 @@ func TestTargetBPWStories3m(t *testing.T) {
 		}
 		kl[name] = rep.KL.Mean
 	}
-	t.Logf("stories3m at %.4f bpw: KL imatrix %.5f, gptq %.5f, target %.5f (%.2f× imatrix)", ref.BPWLinear, kl["imatrix"], kl["gptq"], kl["target"], kl["target"]/kl["imatrix"])
+	t.Logf("stories3m at %.4f bpw: KL imatrix %.5f, gptq %.5f, target %.5f (%.2f× imatrix); at the imatrix file's size %.5f (%.2f×)",
+		ref.BPWLinear, kl["imatrix"], kl["gptq"], kl["target"], kl["target"]/kl["imatrix"], kl["size"], kl["size"]/kl["imatrix"])
 	if !(kl["target"] < 0.8*kl["imatrix"]) || !(kl["target"] < kl["gptq"]) {
 		t.Errorf("--target-bpw: KL %.5f, not below 0.8× imatrix Q4_K_M's %.5f and GPTQ Q4_K_M's %.5f", kl["target"], kl["imatrix"], kl["gptq"])
 	}
+	// At the same bytes, choosing the embedding's and the output's types too does better still.
+	if !(kl["size"] < kl["target"]) {
+		t.Errorf("--target-size: KL %.5f, not below --target-bpw's %.5f at the same bytes", kl["size"], kl["target"])
+	}
 	// The sensitivity file is a valid one, and names the probe's windows.
-	f, err := sensitivity.Read(filepath.Join(tmp, "s.sens"))
+	f, err := sensitivity.Read(sens)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Tensors) != 28 || f.Key.Ctx != 128 || f.Key.Chunks != 4 {
+	if len(f.Tensors) != 30 || f.Tensors[0].Name != "token_embd.weight" || f.Tensors[29].Name != "output.weight" || f.Key.Ctx != 128 || f.Key.Chunks != 4 {
 		t.Errorf("sensitivity file: %d weights, windows %d × %d", len(f.Tensors), f.Key.Chunks, f.Key.Ctx)
 	}
-	t.Run("llama.cpp", func(t *testing.T) { interopTarget(t, dir, st, filepath.Join(tmp, "s.sens")) })
+	t.Run("llama.cpp", func(t *testing.T) { interopTarget(t, dir, st, sens) })
 }
 
 // interopTarget: stock llama.cpp loads a --target-bpw file of stories3m at 3 bits per weight (a

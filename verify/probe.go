@@ -28,7 +28,9 @@ type ProbeOptions struct {
 // The model (a HuggingFace folder) runs block by block (runtime.Options.Blocks): the residual
 // streams entering one block are kept, so that replacing a weight of block l runs blocks l …
 // and the tail only, and weights asked for in model order move the kept block forward one
-// block at a time. Memory: the windows' residual streams (tokens × hidden float32) and the
+// block at a time. The token embedding (of a model whose output has its own weight) is
+// replaced where the graph looks it up: a hook adds the difference of the new rows to the
+// embedding's output. Memory: the windows' residual streams (tokens × hidden float32) and the
 // reference logits of their scored positions (scored × vocab float32).
 type Probe struct {
 	m      *runtime.Model
@@ -40,6 +42,29 @@ type Probe struct {
 	sha    string
 	corpus string
 	lp, lq []float64
+	// delta, while the token embedding is replaced, is new − old per row (vocab × hidden);
+	// toks and pos are the window being evaluated and the next position the hook sees.
+	delta []float32
+	toks  []int
+	pos   int
+}
+
+// embedPoint is the graph point of the token embedding's lookup.
+const embedPoint = "token_embd"
+
+// embedHook adds the replaced embedding's rows to the lookup's output (see Probe).
+func (p *Probe) embedHook(name string, x []float32, nTok, dim int) {
+	if p.delta == nil || name != embedPoint {
+		return
+	}
+	for i := 0; i < nTok; i++ {
+		tok := p.toks[p.pos+i]
+		row, d := x[i*dim:(i+1)*dim], p.delta[tok*dim:(tok+1)*dim]
+		for j := range row {
+			row[j] += d[j]
+		}
+	}
+	p.pos += nTok
 }
 
 // NewProbe loads the model at path and computes its logits over the corpus windows.
@@ -48,11 +73,14 @@ func NewProbe(path string, o ProbeOptions) (*Probe, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := runtime.Load(path, runtime.Options{Threads: o.Threads, Blocks: true})
+	p := &Probe{sha: sha, corpus: filepath.Base(o.Corpus)}
+	hooks := &runtime.Hooks{Activation: p.embedHook, Points: func(pt string) bool { return pt == embedPoint },
+		Modifies: func(pt string) bool { return pt == embedPoint }}
+	m, err := runtime.Load(path, runtime.Options{Threads: o.Threads, Blocks: true, Hooks: hooks})
 	if err != nil {
 		return nil, err
 	}
-	p := &Probe{m: m, sha: sha, corpus: filepath.Base(o.Corpus)}
+	p.m = m
 	ok := false
 	defer func() {
 		if !ok {
@@ -108,6 +136,7 @@ func (p *Probe) Close() error { return p.m.Close() }
 func (p *Probe) logits(c, l int, x []float32) ([]float32, error) {
 	L := p.m.Spec().Layers
 	toks := p.win.Window(c)
+	p.toks, p.pos = toks, 0
 	if l < L {
 		p.st.Reset()
 		out, err := p.m.EvalBlocks(p.st, toks, x, l, L)
@@ -125,12 +154,15 @@ func (p *Probe) logits(c, l int, x []float32) ([]float32, error) {
 	return append([]float32(nil), lg[first*V:(first+p.win.Scored())*V]...), nil
 }
 
-// layerOf is the block a weight belongs to (its GGUF name), or the number of blocks for the
-// output layer.
+// layerOf is the block a weight belongs to (its GGUF name): the number of blocks for the
+// output layer, 0 for the token embedding.
 func (p *Probe) layerOf(name string) (int, error) {
 	L := p.m.Spec().Layers
-	if name == "output.weight" {
+	switch {
+	case name == "output.weight":
 		return L, nil
+	case name == "token_embd.weight" && !p.m.Spec().Tied:
+		return 0, nil
 	}
 	if rest, ok := strings.CutPrefix(name, "blk."); ok {
 		if i := strings.IndexByte(rest, '.'); i > 0 {
@@ -139,7 +171,7 @@ func (p *Probe) layerOf(name string) (int, error) {
 			}
 		}
 	}
-	return 0, fmt.Errorf("%s: %s is not a linear weight of a block or the output", p.m.Path(), name)
+	return 0, fmt.Errorf("%s: %s is not a linear weight of a block, the output or an untied token embedding", p.m.Path(), name)
 }
 
 // seek makes p.x the residual streams entering block l.
@@ -172,7 +204,17 @@ func (p *Probe) KL(name string, w, orig []float32) (float64, error) {
 	if err := p.seek(l); err != nil {
 		return 0, err
 	}
-	if err := p.m.ReplaceLinear(name, w); err != nil {
+	embd := name == "token_embd.weight"
+	if embd {
+		if len(w) != len(orig) || len(w) != p.m.Spec().Vocab*p.m.Spec().Hidden {
+			return 0, fmt.Errorf("%s: %s: %d and %d values, want %d × %d", p.m.Path(), name, len(w), len(orig), p.m.Spec().Vocab, p.m.Spec().Hidden)
+		}
+		p.delta = make([]float32, len(w))
+		for i := range w {
+			p.delta[i] = w[i] - orig[i]
+		}
+		defer func() { p.delta = nil }()
+	} else if err := p.m.ReplaceLinear(name, w); err != nil {
 		return 0, err
 	}
 	V, n := p.m.Vocab(), p.win.Scored()
@@ -188,8 +230,10 @@ func (p *Probe) KL(name string, w, orig []float32) (float64, error) {
 			sum += KL(p.lp, p.lq)
 		}
 	}
-	if err := p.m.ReplaceLinear(name, orig); err != nil {
-		return 0, err
+	if !embd {
+		if err := p.m.ReplaceLinear(name, orig); err != nil {
+			return 0, err
+		}
 	}
 	kl := sum / float64(n*len(p.ref))
 	if math.IsNaN(kl) || math.IsInf(kl, 0) {

@@ -98,3 +98,68 @@ func TestProbe(t *testing.T) {
 		t.Error("the embedding was probed as a linear weight")
 	}
 }
+
+// TestProbeEmbeddingAndOutput: on stories3m (untied), the probe's KL of the token embedding
+// alone and of the output alone in Q4_K agrees with Run's on GGUF files holding that tensor
+// alone in Q4_K (Run multiplies the output's Q4_K blocks by int8 activations; the embedding is
+// a lookup either way), and is 0 for the tensor put back as it is.
+func TestProbeEmbeddingAndOutput(t *testing.T) {
+	dir := "../testdata/models/stories3m"
+	corpus := "../testdata/corpora/tinystories-calib.txt"
+	const ctx, chunks = 128, 4
+	p, err := NewProbe(dir, ProbeOptions{Corpus: corpus, Ctx: ctx, Chunks: chunks, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	m, err := hf.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, c := range []struct{ gguf, hf, re string }{
+		{"token_embd.weight", "model.embed_tokens.weight", `^token_embd=q4_k`},
+		{"output.weight", "lm_head.weight", `^output\.weight=q4_k`},
+	} {
+		orig, err := m.Checkpoint.ToFloat32(c.hf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), "one.gguf")
+		ov, err := convert.ParseOverride(c.re)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := convert.Convert(dir, out, convert.Options{Scheme: "f32", Overrides: []convert.Override{ov}, Threads: 2}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := make([]float32, len(orig))
+		for i, ti := range f.Tensors {
+			if ti.Name == c.gguf {
+				codec, _ := quantize.For(gguf.Q4_K)
+				codec.Dequantize(q, f.TensorData(i))
+			}
+		}
+		f.Close()
+		same, err := p.KL(c.gguf, orig, orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kl, err := p.KL(c.gguf, q, orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Run(Options{Artifact: out, Ref: dir, Corpus: corpus, Ctx: ctx, Chunks: chunks, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s in Q4_K: probe %.6g, Run %.6g (unchanged %.3g)", c.gguf, kl, rep.KL.Mean, same)
+		if same != 0 || !(kl > 0) || math.Abs(rep.KL.Mean/kl-1) > 0.1 {
+			t.Errorf("%s: the probe measures %g (unchanged %g), Run %g on the file", c.gguf, kl, same, rep.KL.Mean)
+		}
+	}
+}

@@ -63,6 +63,7 @@ func run(args []string, stdout io.Writer) error {
 	table := fs.Bool("table", false, "print the points as a Markdown table")
 	title := fs.String("title", "", "the plot's title")
 	drawn := fs.StringArray("plot", nil, "a series to draw (repeatable; default: every series)")
+	x := fs.String("x", "linear", "the plot's abscissa: bits per weight over the linear layers (linear) or over every weight (all: the file's size)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -87,8 +88,11 @@ func run(args []string, stdout io.Writer) error {
 			return err
 		}
 	}
+	if *x != "linear" && *x != "all" {
+		return usageError{fmt.Errorf("--x %q: want linear or all", *x)}
+	}
 	if *pngOut != "" {
-		b, err := plotPNG(pts, *title, *drawn)
+		b, err := plotPNG(pts, *title, *drawn, *x == "all")
 		if err != nil {
 			return err
 		}
@@ -195,11 +199,15 @@ var palette = []color.Color{
 }
 
 // plotPNG draws the series named in drawn (every series when empty), each one's points joined
-// in order of bits per weight, on a log scale of KL; the first series' points are labelled.
-func plotPNG(pts []point, title string, drawn []string) ([]byte, error) {
+// in order of bits per weight (over every weight with all, else over the linear layers), on a
+// log scale of KL; the first series' points are labelled.
+func plotPNG(pts []point, title string, drawn []string, all bool) ([]byte, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "bits per weight over the linear layers"
+	if all {
+		p.X.Label.Text = "bits per weight over every weight (the file's size)"
+	}
 	p.Y.Label.Text = "mean KL(bf16 ‖ quantized), held-out text"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
@@ -229,6 +237,9 @@ func plotPNG(pts []point, title string, drawn []string) ([]byte, error) {
 		var labels []string
 		for j, pt := range sp {
 			xy[j] = plotter.XY{X: pt.BPWLinear, Y: pt.KL}
+			if all {
+				xy[j].X = pt.BPW
+			}
 			labels = append(labels, pt.Label)
 		}
 		idx := make([]int, len(sp))

@@ -47,7 +47,14 @@ func TestFrontier(t *testing.T) {
 	if len(a) == 0 || !bytes.Equal(a, b) {
 		t.Error("the CSV's points drew another PNG than the reports'")
 	}
-	for _, bad := range [][]string{{"nolabel=" + filepath.Join(dir, "a.json")}, {"s:l"}, {}, {"--from", csv1, "s:l=x"}} {
+	if err := run([]string{"--from", csv1, "--png", png2, "--x", "all"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := os.ReadFile(png2); bytes.Equal(a, c) {
+		t.Error("--x all drew the same PNG")
+	}
+	for _, bad := range [][]string{{"nolabel=" + filepath.Join(dir, "a.json")}, {"s:l"}, {}, {"--from", csv1, "s:l=x"},
+		{"--from", csv1, "--png", png2, "--x", "bogus"}, {"--from", csv1, "--png", png2, "--plot", "nope"}} {
 		if err := run(bad, &out); err == nil {
 			t.Errorf("%q accepted", bad)
 		} else if _, ok := err.(usageError); !ok {
