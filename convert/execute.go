@@ -238,7 +238,7 @@ func (e *ggufEncoder) Prepare(cols int) error {
 // Q4_0, which goes through quantize's groups).
 func gptqBlockType(typ gguf.Type) bool {
 	switch typ {
-	case gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.IQ4_XS, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.IQ4_NL:
+	case gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.IQ4_XS, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.IQ4_NL:
 		return true
 	}
 	return false

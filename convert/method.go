@@ -171,7 +171,7 @@ type gptqBlocks interface {
 // (the K-quants' super-blocks, or blocks of 32), or nil.
 func blockCodec(typ gguf.Type, rows, cols int) (gptqBlocks, int, error) {
 	switch typ {
-	case gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.IQ4_XS:
+	case gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.IQ4_XS:
 		k, err := quantize.NewKBlocksGPTQ(typ, rows, cols)
 		return k, kBlockGroup, err
 	case gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.IQ4_NL:

@@ -57,8 +57,11 @@ type PlannedTensor struct {
 	NeedsImatrix bool `json:"needs_imatrix,omitempty"`
 	// Method is the rounding method of a quantized tensor ("rtn", "imatrix", "gptq", "awq").
 	Method string `json:"method,omitempty"`
-	Note   string `json:"note,omitempty"`
-	Bytes  uint64 `json:"bytes"`
+	// Predicted is the KL the tensor's encoding is predicted to add (--target-bpw's allocated
+	// weights: target.go).
+	Predicted float64 `json:"predicted_kl,omitempty"`
+	Note      string  `json:"note,omitempty"`
+	Bytes     uint64  `json:"bytes"`
 
 	ref   arch.TensorRef
 	typ   gguf.Type // GGUF
@@ -134,6 +137,11 @@ type Plan struct {
 	Seconds float64 `json:"seconds,omitempty"`
 	// Parts are the files of a GGUF split by SplitMaxSize, in order (empty: one file).
 	Parts []Part `json:"parts,omitempty"`
+	// Target is what --target-bpw or --target-size chose (nil for a scheme).
+	Target *Target `json:"target,omitempty"`
+	// PredictedKL is the sum of the tensors' Predicted: the KL the sensitivities predict for
+	// the weights they measured (--target-bpw, or --sensitivity with a scheme).
+	PredictedKL float64 `json:"predicted_kl,omitempty"`
 
 	spec                   *arch.Spec
 	allBits, linBits, linN float64
@@ -367,6 +375,21 @@ func (p *Plan) Text() string {
 	if p.Calibration != "" {
 		fmt.Fprintf(&b, "calibration: %s\n", p.Calibration)
 	}
+	if tg := p.Target; tg != nil {
+		exact := "exact"
+		if !tg.Exact {
+			exact = "costs rounded up"
+		}
+		fmt.Fprintf(&b, "target: %d weights chosen within %d bytes (%d used); predicted KL %.6g (no choice within the budget below %.6g; %s); other tensors as %s\n",
+			tg.Weights, tg.Budget, tg.Used, p.PredictedKL, tg.BoundKL, exact, tg.Rules)
+		src := "measured now"
+		if !tg.Measured {
+			src = "read from " + tg.Sensitivity
+		} else if tg.Sensitivity != "" {
+			src += ", written to " + tg.Sensitivity
+		}
+		fmt.Fprintf(&b, "sensitivities: %s; probe: %s\n", src, tg.Probe)
+	}
 	for _, f := range p.Folds {
 		fmt.Fprintf(&b, "fold: %s\n", f)
 	}
@@ -401,6 +424,9 @@ func (p *Plan) Text() string {
 		if t.NeedsImatrix {
 			notes += "; needs an importance matrix"
 		}
+		if t.Predicted != 0 {
+			notes += fmt.Sprintf("; predicted KL %.3g", t.Predicted)
+		}
 		fmt.Fprintf(&b, "%-28s %-14s %-*s %-10d %s\n", t.Name, strings.Join(shape, "x"), width, t.Type, t.Bytes, notes)
 	}
 	for _, d := range p.Dropped {
@@ -408,6 +434,12 @@ func (p *Plan) Text() string {
 	}
 	fmt.Fprintf(&b, "%d tensors, %d parameters, %d bytes of tensor data, %.4f bpw (linear layers %.4f), %d fallbacks",
 		len(p.Tensors), p.Params, p.OutputBytes, p.BPW, p.BPWLinear, p.Fallbacks)
+	if p.Target != nil && p.Target.FileBytes > 0 {
+		fmt.Fprintf(&b, ", file %d bytes", p.Target.FileBytes)
+	}
+	if p.PredictedKL > 0 {
+		fmt.Fprintf(&b, ", predicted KL %.6g (the measured weights)", p.PredictedKL)
+	}
 	if p.Nodes > 0 {
 		fmt.Fprintf(&b, "; graph: %d nodes, %d activations", p.Nodes, p.ActCount)
 	}
