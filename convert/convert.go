@@ -41,6 +41,10 @@ type Options struct {
 	Sequence Sequence
 	// KV overrides metadata keys of the output (llama-quantize --override-kv).
 	KV []KVOverride
+	// Pure, LeaveOutput, OutputType and TokenEmbdType are llama-quantize's --pure,
+	// --leave-output-tensor, --output-tensor-type and --token-embedding-type (PlanOptions).
+	Pure, LeaveOutput         bool
+	OutputType, TokenEmbdType *gguf.Type
 }
 
 // gptqKSchemes are the GGUF schemes whose linear weights of the types gptqBlockType lists
@@ -107,12 +111,21 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	// GPTQ into K-quant blocks: llama-quantize's imatrix mix, the GPTQ super-blocks' grids
 	// and every other tensor weighted with the statistics' importance, as with --stats alone.
 	kGPTQ := method == MethodGPTQ && gptqKSchemes[o.Scheme]
-	plan, err := MakePlan(inv, PlanOptions{Scheme: o.Scheme, Overrides: o.Overrides, HasImatrix: useImatrix || kGPTQ, Name: o.Name})
+	plan, err := MakePlan(inv, PlanOptions{Scheme: o.Scheme, Overrides: o.Overrides, HasImatrix: useImatrix || kGPTQ, Name: o.Name,
+		Pure: o.Pure, LeaveOutput: o.LeaveOutput, OutputType: o.OutputType, TokenEmbdType: o.TokenEmbdType})
 	if err != nil {
 		return nil, err
 	}
 	if method != MethodRTN {
 		plan.Method = method
+	}
+	if !o.DryRun {
+		if err := plan.CheckImatrix(useImatrix || kGPTQ); err != nil {
+			return nil, err
+		}
+		if err := plan.CheckEncoders(); err != nil {
+			return nil, err
+		}
 	}
 	var st, imatrixStats *stats.Stats
 	switch {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/internal/problems"
+	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
 )
 
@@ -30,6 +31,11 @@ type PlanOptions struct {
 	Overrides  []Override // --tensor-type rules, first match wins
 	HasImatrix bool       // an importance matrix will be used (changes llama-quantize's mix)
 	Name       string     // general.name; defaults to the model folder's name
+	// llama-quantize's --pure (every quantized tensor the base type, no mix),
+	// --leave-output-tensor (output.weight kept as stored), --output-tensor-type and
+	// --token-embedding-type (nil: the mix decides).
+	Pure, LeaveOutput         bool
+	OutputType, TokenEmbdType *gguf.Type
 }
 
 // PlannedTensor is one output tensor.
@@ -46,6 +52,9 @@ type PlannedTensor struct {
 	Wanted   string `json:"wanted,omitempty"` // set when a fallback changed the type
 	Reason   string `json:"reason,omitempty"`
 	Fallback string `json:"fallback,omitempty"`
+	// NeedsImatrix: llama-quantize refuses to write this tensor's type without an importance
+	// matrix (tensor_requires_imatrix), and so does convert; a dry run reports it.
+	NeedsImatrix bool `json:"needs_imatrix,omitempty"`
 	// Method is the rounding method of a quantized tensor ("rtn", "imatrix", "gptq", "awq").
 	Method string `json:"method,omitempty"`
 	Note   string `json:"note,omitempty"`
@@ -148,19 +157,23 @@ func MakePlan(inv *Inventory, opts PlanOptions) (*Plan, error) {
 	if err := arch.CheckGGUF(inv.Spec); err != nil {
 		return nil, fmt.Errorf("%s: %w", inv.Dir, err)
 	}
-	st := &policyState{preset: preset, overrides: opts.Overrides, spec: inv.Spec, tied: inv.Spec.Tied, hasImatrix: opts.HasImatrix}
+	st := &policyState{preset: preset, overrides: opts.Overrides, spec: inv.Spec, tied: inv.Spec.Tied, hasImatrix: opts.HasImatrix,
+		pure: opts.Pure, leaveOutput: opts.LeaveOutput, outputType: opts.OutputType, tokenEmbdType: opts.TokenEmbdType}
+	stored := map[arch.TensorRef]gguf.Type{}
 	for _, t := range inv.Family.Tensors(inv.Spec) {
-		if t.Ref.Role == arch.AttnV {
+		if c := categoryOf(t.Ref.GGUFName()); c == catAttnV || c == catAttnQKV {
 			st.nAttnV++
 		}
+		if src, ok := inv.Tensors[inv.sourceName(t)]; ok {
+			if typ, err := gguf.ParseType(src.DType); err == nil {
+				stored[t.Ref] = typ
+			}
+		}
 	}
+	st.source = func(r arch.TensorRef) (gguf.Type, bool) { t, ok := stored[r]; return t, ok }
 	p, err := MakePlanWith(inv, "gguf", preset.Name, func(t arch.Tensor, shape []uint64) (PlannedTensor, bool, error) {
 		c := st.choose(t.Ref, shape)
-		if c.NeedsImatrix && !opts.HasImatrix {
-			return PlannedTensor{}, false, problems.Usage(fmt.Errorf("--scheme %s: %s: %s needs an importance matrix, as llama-quantize requires: pass --stats FILE (gquant calibrate --imatrix, or llama-imatrix's output)",
-				preset.Name, t.Ref.GGUFName(), c.Type))
-		}
-		pt := PlannedTensor{typ: c.Type, Type: c.Type.String(), Reason: c.Reason, Fallback: c.Fallback}
+		pt := PlannedTensor{typ: c.Type, Type: c.Type.String(), Reason: c.Reason, Fallback: c.Fallback, NeedsImatrix: c.NeedsImatrix}
 		if c.Fallback != "" {
 			pt.Wanted = c.Wanted.String()
 		}
@@ -380,6 +393,9 @@ func (p *Plan) Text() string {
 		if t.Fallback != "" {
 			notes += "; FALLBACK " + t.Fallback
 		}
+		if t.NeedsImatrix {
+			notes += "; needs an importance matrix"
+		}
 		fmt.Fprintf(&b, "%-28s %-14s %-*s %-10d %s\n", t.Name, strings.Join(shape, "x"), width, t.Type, t.Bytes, notes)
 	}
 	for _, d := range p.Dropped {
@@ -392,4 +408,30 @@ func (p *Plan) Text() string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// CheckEncoders refuses a plan with a tensor type gquant cannot encode, naming the first.
+func (p *Plan) CheckEncoders() error {
+	for _, t := range p.Tensors {
+		if _, err := quantize.For(t.typ); err != nil && t.enc != nil {
+			return fmt.Errorf("--scheme %s: %s: %w", p.Scheme, t.Name, err)
+		}
+	}
+	return nil
+}
+
+// CheckImatrix refuses a plan with tensors whose type llama-quantize writes only with an
+// importance matrix (the i-quants of 3 bits and fewer; Q2_K in a Q2_K_S file) when none is
+// given, naming the first, as llama-quantize does.
+func (p *Plan) CheckImatrix(have bool) error {
+	if have {
+		return nil
+	}
+	for _, t := range p.Tensors {
+		if t.NeedsImatrix {
+			return problems.Usage(fmt.Errorf("--scheme %s: %s: %s needs an importance matrix, as llama-quantize requires: pass --stats FILE (gquant calibrate --imatrix, or llama-imatrix's output)",
+				p.Scheme, t.Name, t.Type))
+		}
+	}
+	return nil
 }

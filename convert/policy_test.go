@@ -272,7 +272,7 @@ func TestPolicyQ2KSNeedsImatrix(t *testing.T) {
 
 // Q2_K_S without an importance matrix is refused before anything is written, naming the first
 // tensor llama-quantize would refuse (it aborts on blk.0.attn_k.weight of stories3m); with one
-// it converts (TestMatchesLlamaQuantizeImatrix checks those bytes).
+// it converts (TestMatchesLlamaQuantizeImatrix checks those bytes); a dry run reports it.
 func TestQ2KSRefusedWithoutImatrix(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "m.gguf")
 	_, err := Convert("../testdata/models/stories3m", out, Options{Scheme: "q2_k_s"})
@@ -282,8 +282,13 @@ func TestQ2KSRefusedWithoutImatrix(t *testing.T) {
 	if _, serr := os.Stat(out); serr == nil {
 		t.Fatal("output written")
 	}
-	if _, err := Convert("../testdata/models/stories3m", out, Options{Scheme: "q2_k_s", DryRun: true}); err == nil {
-		t.Fatal("--dry-run q2_k_s without stats accepted")
+	// A dry run plans it and says which tensors need one, as llama-quantize --dry-run does.
+	p, err := Convert("../testdata/models/stories3m", out, Options{Scheme: "q2_k_s", DryRun: true})
+	if err != nil {
+		t.Fatalf("--dry-run q2_k_s without stats: %v", err)
+	}
+	if !strings.Contains(p.Text(), "needs an importance matrix") {
+		t.Fatalf("--dry-run q2_k_s does not say an importance matrix is needed:\n%s", p.Text())
 	}
 	// stories260k: every Q2_K tensor falls back (rows of 64), so nothing needs one.
 	if _, err := Convert("../testdata/models/stories260k", out, Options{Scheme: "q2_k_s", DryRun: true}); err != nil {

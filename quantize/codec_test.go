@@ -83,7 +83,9 @@ func TestRoundTripError(t *testing.T) {
 		gguf.F32: 0, gguf.F16: 0.0005, gguf.BF16: 0.004, gguf.Q8_0: 0.01,
 		gguf.Q6_K: 0.03, gguf.Q5_0: 0.06, gguf.Q5_1: 0.06, gguf.Q5_K: 0.05,
 		gguf.Q4_0: 0.12, gguf.Q4_1: 0.12, gguf.Q4_K: 0.1, gguf.IQ4_NL: 0.11, gguf.IQ4_XS: 0.11,
-		gguf.Q3_K: 0.22, gguf.Q2_K: 0.45,
+		gguf.Q3_K: 0.22, gguf.Q2_K: 0.45, gguf.IQ3_S: 0.19, gguf.IQ3_XXS: 0.24,
+		// Ternary with d = max|x|: on Gaussian rows most values round to 0.
+		gguf.TQ1_0: 0.85, gguf.TQ2_0: 0.85,
 	}
 	const nrows, n = 16, 512
 	x := gaussianRows(7, nrows, n, 0.05)

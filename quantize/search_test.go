@@ -106,8 +106,9 @@ var searchGenerators = map[string]func(r *rand.Rand, x []float32){
 	},
 }
 
-// searchTypes are the encoders that use qkxSearch or makeQxQuants.
-var searchTypes = []gguf.Type{gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1}
+// searchTypes are the encoders that use qkxSearch, makeQxQuants or the IQ3 trial kernel.
+var searchTypes = []gguf.Type{gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.Q4_0, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1,
+	gguf.IQ3_XXS, gguf.IQ3_S}
 
 func TestSIMDSearchMatchesGo(t *testing.T) {
 	if !simdOn() {
@@ -243,16 +244,18 @@ func TestStressMatchesGGMLGoPath(t *testing.T) {
 // TestSearchAsmHasNoFMA: ggml's quantizers are compiled without FMA, so a fused multiply-add
 // in the kernels would be a latent byte difference (TestNoFusedMultiplyAdd only sees Go code).
 func TestSearchAsmHasNoFMA(t *testing.T) {
-	src, err := os.ReadFile("search_amd64.s")
-	if err != nil {
-		t.Skip("search_amd64.s not found")
-	}
-	fma := regexp.MustCompile(`(?m)^\s*VF(N?)M(ADD|SUB)\w*`)
-	if m := fma.FindAll(src, -1); len(m) > 0 {
-		t.Errorf("search_amd64.s uses fused multiply-add: %q", m)
-	}
-	if !regexp.MustCompile(`(?m)^\s*VMULPS`).Match(src) {
-		t.Fatal("no VMULPS in search_amd64.s: the check looks at the wrong file")
+	for _, file := range []string{"search_amd64.s", "iq3search_amd64.s"} {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fma := regexp.MustCompile(`(?m)^\s*VF(N?)M(ADD|SUB)\w*`)
+		if m := fma.FindAll(src, -1); len(m) > 0 {
+			t.Errorf("%s uses fused multiply-add: %q", file, m)
+		}
+		if !regexp.MustCompile(`(?m)^\s*VMULPS`).Match(src) {
+			t.Fatalf("no VMULPS in %s: the check looks at the wrong file", file)
+		}
 	}
 }
 

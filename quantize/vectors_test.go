@@ -25,10 +25,13 @@ var ggmlNames = map[gguf.Type]string{
 	gguf.F16: "f16", gguf.BF16: "bf16", gguf.Q8_0: "q8_0", gguf.Q4_0: "q4_0", gguf.Q4_1: "q4_1",
 	gguf.Q5_0: "q5_0", gguf.Q5_1: "q5_1", gguf.Q2_K: "q2_K", gguf.Q3_K: "q3_K", gguf.Q4_K: "q4_K",
 	gguf.Q5_K: "q5_K", gguf.Q6_K: "q6_K", gguf.IQ4_NL: "iq4_nl", gguf.IQ4_XS: "iq4_xs",
+	gguf.IQ3_XXS: "iq3_xxs", gguf.IQ3_S: "iq3_s", gguf.TQ1_0: "tq1_0", gguf.TQ2_0: "tq2_0",
 }
 
 // ignoresImatrix lists the types for which ggml_quantize_chunk ignores the imatrix.
-var ignoresImatrix = map[gguf.Type]bool{gguf.F16: true, gguf.BF16: true, gguf.Q8_0: true}
+var ignoresImatrix = map[gguf.Type]bool{
+	gguf.F16: true, gguf.BF16: true, gguf.Q8_0: true, gguf.TQ1_0: true, gguf.TQ2_0: true,
+}
 
 type vectorSet struct {
 	name         string

@@ -1464,6 +1464,21 @@ func catalogue() []catCase {
 		usage("convert/tensor-type-bad-type", "q9_9", func(e *catEnv) []string {
 			return []string{"convert", stories260k, "--tensor-type", "ffn_up=q9_9", "-o", e.o("m.gguf")}
 		}),
+		usage("convert/output-tensor-type-bad", "--output-tensor-type", func(e *catEnv) []string {
+			return []string{"convert", stories260k, "--scheme", "q8_0", "--output-tensor-type", "q9_9", "-o", e.o("m.gguf")}
+		}),
+		usage("convert/token-embedding-type-bad", "--token-embedding-type", func(e *catEnv) []string {
+			return []string{"convert", stories260k, "--scheme", "q8_0", "--token-embedding-type", "i32", "-o", e.o("m.gguf")}
+		}),
+		usage("convert/leave-output-and-output-type", "--leave-output-tensor and --output-tensor-type", func(e *catEnv) []string {
+			return []string{"convert", stories260k, "--scheme", "q8_0", "--leave-output-tensor", "--output-tensor-type", "q8_0", "-o", e.o("m.gguf")}
+		}),
+		usage("convert/pure-gqf", "apply to GGUF output", func(e *catEnv) []string {
+			return []string{"convert", stories260k, "--format", "gqf", "--scheme", "w8a16", "--pure", "-o", e.o("m.gqf")}
+		}),
+		usage("convert/q2_k_s-without-imatrix", "Q2_K needs an importance matrix", func(e *catEnv) []string {
+			return []string{"convert", stories3m, "--scheme", "q2_k_s", "-o", e.o("m.gguf")}
+		}),
 		usage("convert/split-max-size-words", "--split-max-size", func(e *catEnv) []string {
 			return []string{"convert", stories260k, "--split-max-size", "lots", "-o", e.o("m.gguf")}
 		}),

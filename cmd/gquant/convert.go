@@ -11,6 +11,7 @@ import (
 	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/convert"
 	"github.com/gquant/gquant/convert/gqfconv"
+	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/quantize"
 )
@@ -45,6 +46,10 @@ type convertOptions struct {
 	ctx, tokens int
 	seed        uint64
 	kv          []string
+	// llama-quantize's mix controls (GGUF)
+	pure                     bool
+	leaveOutput              bool
+	outputType, tokenEmbType string
 }
 
 func newConvertCmd(g *globals) *cobra.Command {
@@ -87,6 +92,10 @@ func newConvertCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.actOrder, "act-order", true, "--method gptq: process columns by decreasing Hessian diagonal (with static groups; GGUF blocks other than Q4_0 always run in column order)")
 	f.Float64Var(&o.damp, "damp", 0.01, "--method gptq: damping, as a fraction of the mean Hessian diagonal")
 	f.StringArrayVar(&o.tensorTypes, "tensor-type", nil, "override the type of tensors matching REGEX (REGEX=TYPE, repeatable)")
+	f.BoolVar(&o.pure, "pure", false, "GGUF: every quantized tensor of the scheme's base type, without the scheme's mix rules (llama-quantize --pure; --tensor-type still applies)")
+	f.BoolVar(&o.leaveOutput, "leave-output-tensor", false, "GGUF: keep output.weight as stored (llama-quantize --leave-output-tensor)")
+	f.StringVar(&o.outputType, "output-tensor-type", "", "GGUF: the type of output.weight (and of a tied token_embd), e.g. q8_0 (llama-quantize --output-tensor-type)")
+	f.StringVar(&o.tokenEmbType, "token-embedding-type", "", "GGUF: the type of token_embd.weight, e.g. q8_0 (llama-quantize --token-embedding-type)")
 	f.StringVar(&o.pre, "pre", "", "tokenizer.ggml.pre value, when the pre-tokenizer is not recognised")
 	f.StringVar(&o.name, "name", "", "general.name (default: the folder's name)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print the plan and write nothing")
@@ -148,6 +157,9 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	if o.format == "gqf" && len(o.kv) > 0 {
 		return usageErr("convert: --kv applies to GGUF output")
 	}
+	if o.format == "gqf" && (o.pure || o.leaveOutput || o.outputType != "" || o.tokenEmbType != "") {
+		return usageErr("convert: --pure, --leave-output-tensor, --output-tensor-type and --token-embedding-type apply to GGUF output (gqf: use --keep)")
+	}
 	switch o.format {
 	case "gguf":
 	case "gqf":
@@ -176,7 +188,23 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	opts := convert.Options{
 		Scheme: o.scheme, Overrides: overrides, Pre: o.pre, Name: o.name,
 		Threads: o.threads, Force: o.force, SplitMaxSize: split, DryRun: o.dryRun,
-		Method: o.method, Stats: o.stats, KV: kvs,
+		Method: o.method, Stats: o.stats, KV: kvs, Pure: o.pure, LeaveOutput: o.leaveOutput,
+	}
+	if o.leaveOutput && o.outputType != "" {
+		return usageErr("convert: --leave-output-tensor and --output-tensor-type ask for two things: give one")
+	}
+	for _, tf := range []struct {
+		flag, val string
+		dst       **gguf.Type
+	}{{"--output-tensor-type", o.outputType, &opts.OutputType}, {"--token-embedding-type", o.tokenEmbType, &opts.TokenEmbdType}} {
+		if tf.val == "" {
+			continue
+		}
+		t, err := convert.ParseTensorType(tf.val)
+		if err != nil {
+			return usageErr("convert: %s: %v", tf.flag, err)
+		}
+		*tf.dst = &t
 	}
 	if !g.quiet && !o.dryRun && stderrIsTerminal() {
 		bar := newBar("converting")
