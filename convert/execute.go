@@ -188,8 +188,8 @@ func execute(inv *Inventory, p *Plan, ts []int, sink Sink, opts ExecOptions, don
 					return
 				}
 				if remaining[j.t].Add(-1) == 0 {
-					if pt.Source != "" {
-						inv.release(pt.Source)
+					for _, src := range pt.sources() {
+						inv.release(src)
 					}
 					if f, ok := pt.enc.(Finisher); ok {
 						f.Finish()
@@ -218,6 +218,9 @@ type ggufEncoder struct {
 	bytes   uint64
 	imatrix []float32
 	rounder *Rounder
+	// expertRows is the rows of each expert of a stack of expert matrices (0: not one);
+	// imatrix then holds every expert's importance in turn, as llama-quantize takes it.
+	expertRows int
 }
 
 // q4_0Spec is Q4_0's grid in quantize's groups (see q4_0Rows).
@@ -273,6 +276,23 @@ func (e *ggufEncoder) Encode(src []float32, r0, r1, cols int, emit func(int, uin
 			return rerr
 		}
 		*bp = q4_0Rows(*bp, gt)
+	case e.expertRows > 0 && e.imatrix != nil:
+		// llama-quantize quantizes a stack expert by expert, each with its importance.
+		*bp = grow(*bp, nr*rowBytes)
+		for r := r0; r < r1; {
+			x := r / e.expertRows
+			end := min(r1, (x+1)*e.expertRows)
+			dst := (*bp)[(r-r0)*rowBytes : (end-r0)*rowBytes]
+			if len(e.imatrix) < (x+1)*cols {
+				return fmt.Errorf("%s: importance matrix has %d values, expert %d needs %d", e.name, len(e.imatrix), x, (x+1)*cols)
+			}
+			out, err := encodeRows(dst[:0], e.typ, e.name, src[(r-r0)*cols:(end-r0)*cols], end-r, cols, e.imatrix[x*cols:(x+1)*cols])
+			if err != nil {
+				return err
+			}
+			copy(dst, out) // encodeRows wrote into dst already; a no-op then
+			r = end
+		}
 	default:
 		if *bp, err = encodeRows(*bp, e.typ, e.name, src, nr, cols, e.imatrix); err != nil {
 			return err
@@ -435,6 +455,20 @@ func (inv *Inventory) readRows(pt *PlannedTensor, spec *arch.Spec, r0, r1 int, d
 	_, n := rowsOf(pt)
 	if pt.gen {
 		copy(dst, pt.values[r0*n:r1*n])
+		return nil
+	}
+	if pt.parts != nil { // a stack of experts: each expert's rows from its part
+		per := int(pt.Shape[1])
+		for r := r0; r < r1; {
+			e := r / per
+			end := min(r1, (e+1)*per)
+			part := *pt
+			part.Source, part.parts, part.Shape = pt.parts[e], nil, pt.Shape[:2]
+			if err := inv.readRows(&part, spec, r-e*per, end-e*per, dst[(r-r0)*n:(end-r0)*n]); err != nil {
+				return err
+			}
+			r = end
+		}
 		return nil
 	}
 	data, dtype, file, err := inv.data(pt.Source)
