@@ -409,6 +409,22 @@ func (m *Model) BPW() (all, linear float64) { return m.bpwAll, m.bpwLinear }
 // evaluation really read).
 func (m *Model) WeightBytes() int64 { return m.weightBytes }
 
+// Bytes returns the bytes of all the model's weights as the runtime reads them: every matrix,
+// every expert's, the norms and biases (float32) and the token embedding.
+func (m *Model) Bytes() int64 {
+	var n int64
+	for _, w := range m.matrices(false) {
+		n += int64(len(w.Data))
+	}
+	for _, v := range m.vecs {
+		n += 4 * int64(len(v))
+	}
+	if m.mats[string(arch.TokenEmbd)] == nil { // untied: the embedding is not a matrix too
+		n += int64(m.embd.rows) * int64(m.embd.rowBytes)
+	}
+	return n
+}
+
 // Close stops the workers and releases the mapped files. The model must not be used after.
 func (m *Model) Close() error {
 	m.mu.Lock()
