@@ -75,6 +75,9 @@ func NewSequential(path string, o Options) (*Sequential, error) {
 	}()
 	s.m = m
 	spec := m.Spec()
+	if spec.Experts > 0 { // its stages would need each expert's rows through the rounded blocks
+		return nil, fmt.Errorf("%s: layer-sequential GPTQ does not support mixtures of experts (%s): use --stats FILE (gquant calibrate --hessian), which rounds each expert with its own Hessian", path, spec.HFArch)
+	}
 	ctx, corp, err := readWindows(path, m, o)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,8 @@ package convert
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gquant/gquant/formats/gguf"
@@ -102,6 +104,10 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	}
 	seq := o.Sequence
 	switch {
+	case inv.Spec.Experts > 0 && method == MethodAWQ:
+		return nil, problems.Usage(fmt.Errorf("--method awq: %s is a mixture of experts, whose experts share ffn_norm's input with the router: AWQ's folded scales are not supported for it (use --method gptq or imatrix)", inv.Spec.HFArch))
+	case inv.Spec.Experts > 0 && seq != nil:
+		return nil, problems.Usage(fmt.Errorf("--method gptq --corpus: layer-sequential GPTQ does not support mixtures of experts (%s): use --stats FILE (gquant calibrate --hessian), which rounds each expert with its own Hessian", inv.Spec.HFArch))
 	case seq != nil && (method != MethodGPTQ || o.Stats != ""):
 		return nil, problems.Usage(fmt.Errorf("layer-sequential calibration is for --method gptq without --stats"))
 	case (method == MethodGPTQ || method == MethodAWQ) && o.Stats == "" && seq == nil:
@@ -157,9 +163,27 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 			e.imatrix = o.Imatrix[pt.Name]
 		}
 		if st != nil && (pt.typ == gguf.Q4_0 || kGPTQ && gptqBlockType(pt.typ)) && pt.ref.Role.IsLinear() {
-			e.rounder = &Rounder{Method: method, Stats: st, Weight: pt.Name, GPTQ: o.GPTQ}
 			pt.Method = method
-			gptqWeights = append(gptqWeights, pt.Name)
+			if !pt.ref.Role.IsExperts() {
+				e.rounder = &Rounder{Method: method, Stats: st, Weight: pt.Name, GPTQ: o.GPTQ}
+				gptqWeights = append(gptqWeights, pt.Name)
+				continue
+			}
+			// A stack of experts: each expert rounded with its own statistics.
+			e.experts = make([]*Rounder, pt.Shape[2])
+			var unreached []string
+			for x := range e.experts {
+				w := arch.ExpertWeight(pt.Name, x)
+				e.experts[x] = &Rounder{Method: method, Stats: st, Weight: w, GPTQ: o.GPTQ}
+				if ls := st.LinearFor(w); ls != nil && ls.Count == 0 {
+					unreached = append(unreached, strconv.Itoa(x))
+					continue
+				}
+				gptqWeights = append(gptqWeights, w)
+			}
+			if len(unreached) > 0 && !strings.Contains(pt.Note, "saw no calibration token") {
+				pt.Note = joinNote(pt.Note, fmt.Sprintf("expert(s) %s saw no calibration token: imatrix with importance 1, as llama-quantize", strings.Join(unreached, ", ")))
+			}
 		}
 	}
 	if method == MethodGPTQ && seq == nil {
