@@ -2,6 +2,8 @@ package convert
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/hf/synth"
+	"github.com/gquant/gquant/formats/safetensors"
 )
 
 // TestRequantizeGGUF: a GGUF of the model's weights (BF16, F32, and BF16 split in parts),
@@ -143,5 +146,44 @@ func TestMoEPlan(t *testing.T) {
 	}
 	if got := p.sizeLabel(); got != "8x1.4M" {
 		t.Errorf("size label %q, want 8x1.4M", got)
+	}
+}
+
+// TestMoEUnmappedTensor: a tensor the family does not have (a Qwen2-MoE-style shared expert
+// beside Qwen3-MoE's experts) stays an error naming it.
+func TestMoEUnmappedTensor(t *testing.T) {
+	spec, err := synth.Preset("tiny-qwen3moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Layers = 1
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := synth.Generate(dir, spec, synth.Options{Seed: 1, ShardSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	index := filepath.Join(dir, safetensors.IndexName)
+	b, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx map[string]any
+	if err := json.Unmarshal(b, &idx); err != nil {
+		t.Fatal(err)
+	}
+	const extra = "model.layers.0.mlp.shared_expert.up_proj.weight"
+	zero := func(w io.Writer) error { _, err := w.Write(make([]byte, 2*256*256)); return err }
+	if err := safetensors.WriteFile(filepath.Join(dir, "extra.safetensors"), []safetensors.NamedTensor{
+		{Name: extra, DType: safetensors.BF16, Shape: []int{256, 256}, Source: zero}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	wm := idx["weight_map"].(map[string]any)
+	wm[extra] = "extra.safetensors"
+	b, _ = json.Marshal(idx)
+	if err := os.WriteFile(index, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Convert(dir, "", Options{Scheme: "q4_k_m", DryRun: true})
+	if err == nil || !strings.HasSuffix(err.Error(), "1 unmapped tensors for Qwen3MoeForCausalLM: "+extra) {
+		t.Errorf("conversion: %v", err)
 	}
 }
