@@ -104,8 +104,6 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	}
 	seq := o.Sequence
 	switch {
-	case inv.Spec.Experts > 0 && method == MethodAWQ:
-		return nil, problems.Usage(fmt.Errorf("--method awq: %s is a mixture of experts, whose experts share ffn_norm's input with the router: AWQ's folded scales are not supported for it (use --method gptq or imatrix)", inv.Spec.HFArch))
 	case inv.Spec.Experts > 0 && seq != nil:
 		return nil, problems.Usage(fmt.Errorf("--method gptq --corpus: layer-sequential GPTQ does not support mixtures of experts (%s): use --stats FILE (gquant calibrate --hessian), which rounds each expert with its own Hessian", inv.Spec.HFArch))
 	case seq != nil && (method != MethodGPTQ || o.Stats != ""):

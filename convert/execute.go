@@ -517,11 +517,16 @@ func (inv *Inventory) readRows(pt *PlannedTensor, spec *arch.Spec, r0, r1 int, d
 			e := r / per
 			end := min(r1, (e+1)*per)
 			part := *pt
-			part.Source, part.parts, part.Shape = pt.parts[e], nil, pt.Shape[:2]
+			part.Source, part.parts, part.Shape, part.fold = pt.parts[e], nil, pt.Shape[:2], nil
 			if err := inv.readRows(&part, spec, r-e*per, end-e*per, dst[(r-r0)*n:(end-r0)*n]); err != nil {
 				return err
 			}
 			r = end
+		}
+		if f := pt.fold; f != nil { // folds index the stack's rows
+			for r := r0; r < r1; r++ {
+				f.apply(dst[(r-r0)*n:(r-r0+1)*n], r, false)
+			}
 		}
 		return nil
 	}
