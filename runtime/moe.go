@@ -18,8 +18,9 @@ type moeScratch struct {
 	// sel and w are each token's experts and their weights, Used per token.
 	sel []int32
 	w   []float32
-	// probs is one token's softmax over the experts.
+	// probs is one token's softmax over the experts, exps its exponentials.
 	probs []float32
+	exps  []float64
 	// start and order list the routed slots (t·Used + k) of each expert: expert e's are
 	// order[start[e]:start[e+1]], by token.
 	start, order, fill []int32
@@ -72,6 +73,10 @@ func (s *moeScratch) route(r []float32, nt, E, K int, norm bool) {
 	s.sel = growInt32(s.sel, nt*K)
 	s.w = grow(s.w, nt*K)
 	s.probs = grow(s.probs, E)
+	if cap(s.exps) < E {
+		s.exps = make([]float64, E)
+	}
+	ex := s.exps[:E]
 	for t := 0; t < nt; t++ {
 		row, p := r[t*E:(t+1)*E], s.probs
 		mx := math.Inf(-1)
@@ -80,12 +85,11 @@ func (s *moeScratch) route(r []float32, nt, E, K int, norm bool) {
 		}
 		var sum float64
 		for i, v := range row {
-			ex := math.Exp(float64(v) - mx)
-			sum += ex
-			p[i] = float32(ex)
+			ex[i] = math.Exp(float64(v) - mx)
+			sum += ex[i]
 		}
 		for i := range p {
-			p[i] = float32(float64(p[i]) / sum)
+			p[i] = float32(ex[i] / sum)
 		}
 		sel, w := s.sel[t*K:(t+1)*K], s.w[t*K:(t+1)*K]
 		for k := range sel {

@@ -34,14 +34,15 @@ import (
 //	softcap    Cap·tanh(x/Cap) (Gemma 2's final logits)
 //	moe        a routed mixture of SwiGLU experts (Mixtral, Qwen3-MoE). In = x, r: r is the
 //	           router's logits over the Experts experts (a linear node over x, ffn_gate_inp).
-//	           p = softmax(r) in float32; the Used experts of the highest p (the lower index
-//	           first among equal ones) are the token's; w_k = p of the k-th, divided by their
-//	           sum (clamped below at 2⁻¹⁴, as llama.cpp does) when Norm is set; the value is
-//	           Σ_k w_k·down_k(silu(gate_k·x)·up_k·x), summed over the experts in index order,
-//	           where gate_k, up_k and down_k are the k-th expert's matrices of the stacks
-//	           GateExps, UpExps and DownExps (Inner rows for gate and up). Each expert reads the
-//	           rows of the tokens routed to it only (ExpertWeight names their inputs to the
-//	           hooks), so a token reads the weights of its Used experts, not all Experts
+//	           p = softmax(r) (to float32 precision); the Used experts of the highest p (the
+//	           lower index first among equal ones) are the token's; w_k = p of the k-th,
+//	           divided by their sum (clamped below at 2⁻¹⁴, as llama.cpp does) when Norm is
+//	           set; the value is Σ_k w_k·down_k(silu(gate_k·x)·up_k·x), summed over the
+//	           experts in index order, where gate_k, up_k and down_k are the k-th expert's
+//	           matrices of the stacks GateExps, UpExps and DownExps (Inner rows for gate and
+//	           up). Each expert reads the rows of the tokens routed to it only (ExpertWeight
+//	           names their inputs to the hooks), so a token reads the weights of its Used
+//	           experts, not all Experts
 //
 // mask is 0 for a visible position and Graph.Mask for the others: a position is visible when
 // it is at or before the token's own and, for an attention node with a Window, less than
