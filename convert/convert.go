@@ -104,8 +104,6 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	}
 	seq := o.Sequence
 	switch {
-	case inv.Spec.Experts > 0 && seq != nil:
-		return nil, problems.Usage(fmt.Errorf("--method gptq --corpus: layer-sequential GPTQ does not support mixtures of experts (%s): use --stats FILE (gquant calibrate --hessian), which rounds each expert with its own Hessian", inv.Spec.HFArch))
 	case seq != nil && (method != MethodGPTQ || o.Stats != ""):
 		return nil, problems.Usage(fmt.Errorf("layer-sequential calibration is for --method gptq without --stats"))
 	case (method == MethodGPTQ || method == MethodAWQ) && o.Stats == "" && seq == nil:

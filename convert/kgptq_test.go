@@ -220,21 +220,63 @@ func TestGPTQExperts(t *testing.T) {
 	t.Logf("16 experts, 256 tokens: %d expert matrices unreached (as imatrix), %d rounded by GPTQ", same, changed)
 }
 
-// TestMoERefusals: what gquant does not do for a mixture of experts is refused by name before
-// anything is written: layer-sequential GPTQ.
-func TestMoERefusals(t *testing.T) {
-	spec, err := synth.Preset("tiny-mixtral")
+// TestSequentialGPTQExperts: layer-sequential GPTQ (--corpus, no statistics file) on
+// tiny-qwen3moe stages each layer's experts twice (every expert's gate and up, then every
+// expert's down), each expert rounded with the Hessian of its tokens' rows through the
+// already rounded blocks, the model then running with each expert's rounded matrix: its q4_0
+// scores a lower KL on held-out text than RTN's, near the statistics file's GPTQ (measured
+// by hand on 8 windows: RTN 0.001695, sequential 0.001177, statistics file 0.001150).
+func TestSequentialGPTQExperts(t *testing.T) {
+	spec, err := synth.Preset("tiny-qwen3moe")
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec.Layers = 1
 	dir := filepath.Join(t.TempDir(), "m")
 	if err := synth.Generate(dir, spec, synth.Options{Seed: 7}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := calibrate.NewSequential(dir, calibrate.Options{Corpus: "../testdata/corpora/tinystories-calib.txt", Threads: 1}); err == nil ||
-		!strings.Contains(err.Error(), "mixtures of experts") {
-		t.Errorf("layer-sequential GPTQ: %v", err)
+	seq, err := calibrate.NewSequential(dir, calibrate.Options{Corpus: "../testdata/corpora/tinystories-calib.txt", Ctx: 256, Tokens: 2048, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seq.Close()
+	var experts int
+	for _, st := range seq.Stages() {
+		if _, _, ok := arch.SplitExpert(st[0]); ok {
+			experts++
+			if len(st) != spec.Experts && len(st) != 2*spec.Experts {
+				t.Errorf("an expert stage of %d weights: %v", len(st), st)
+			}
+		}
+	}
+	if experts != 2*spec.Layers {
+		t.Fatalf("%d expert stages, want 2 a layer", experts)
+	}
+	kl := map[string]float64{}
+	for _, m := range []string{MethodRTN, MethodGPTQ} {
+		out := filepath.Join(t.TempDir(), m+".gguf")
+		o := Options{Scheme: "q4_0", Method: m, Threads: 2}
+		if m == MethodGPTQ {
+			o.Sequence = seq
+		}
+		p, err := Convert(dir, out, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pt := range p.Tensors {
+			if strings.Contains(pt.Name, "_exps.") && m == MethodGPTQ && pt.Method != MethodGPTQ {
+				t.Errorf("%s: method %q", pt.Name, pt.Method)
+			}
+		}
+		rep, err := verify.Run(verify.Options{Artifact: out, Ref: dir, Corpus: "../testdata/corpora/tinystories-eval.txt", Ctx: 256, Chunks: 8, Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kl[m] = rep.KL.Mean
+	}
+	t.Logf("tiny-qwen3moe q4_0 KL: rtn %.6f, layer-sequential gptq %.6f (%.2f×)", kl[MethodRTN], kl[MethodGPTQ], kl[MethodGPTQ]/kl[MethodRTN])
+	if !(kl[MethodGPTQ] < 0.8*kl[MethodRTN]) {
+		t.Errorf("layer-sequential GPTQ's KL %.6f is not below 0.8× RTN's %.6f", kl[MethodGPTQ], kl[MethodRTN])
 	}
 }
 

@@ -284,6 +284,9 @@ func (m *Model) placeExperts(name string, rt rawTensor, mode kernels.ActMode) er
 			return err
 		}
 		ws[e] = w
+		if len(w.Data) > 0 && len(data) > 0 && &w.Data[0] == &data[0] {
+			m.fileBacked[w] = true
+		}
 	}
 	m.experts[name] = ws
 	return nil
