@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/hf/synth"
 	"github.com/gquant/gquant/formats/imatrix"
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/quantize"
@@ -683,5 +684,68 @@ func TestLinearOnly(t *testing.T) {
 				t.Fatalf("%s: H[%d] differs", a.Weight, j)
 			}
 		}
+	}
+}
+
+// TestImatrixExpertsAgreeWithLlama: on the synthetic Mixtral and Qwen3-MoE checkpoints of
+// testdata/llamacpp (seed 7), 16 chunks of 256 tokens, gquant's per-expert statistics are
+// llama-imatrix's (run on gquant's F16 GGUF, fp16 attention): the same entries (one per stack
+// of experts, of one matrix per expert), the same tokens routed to every expert but for the
+// few llama.cpp routes otherwise where two experts' logits nearly tie (at most 2 per expert),
+// and Σx² within 2e-3 (relative L1 per matrix) plus what those few tokens contribute.
+func TestImatrixExpertsAgreeWithLlama(t *testing.T) {
+	for _, name := range []string{"tiny-mixtral", "tiny-qwen3moe"} {
+		t.Run(name, func(t *testing.T) {
+			spec, err := synth.Preset(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), name)
+			if err := synth.Generate(dir, spec, synth.Options{Seed: 7}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := Calibrate(dir, Options{Corpus: "../testdata/corpora/tinystories-calib.txt", Ctx: 256, Tokens: 4096, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := res.Stats.Imatrix(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := imatrix.Read(filepath.Join("..", "testdata", "llamacpp", name+".llama-imatrix.gguf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Entries) != len(ref.Entries) || got.ChunkCount != ref.ChunkCount {
+				t.Fatalf("%d entries of %d chunks, llama-imatrix %d of %d", len(got.Entries), got.ChunkCount, len(ref.Entries), ref.ChunkCount)
+			}
+			var moved, worst float64
+			for _, r := range ref.Entries {
+				g := got.Entry(r.Name)
+				if g == nil || g.Matrices() != r.Matrices() || g.RowLen() != r.RowLen() {
+					t.Fatalf("%s: gquant %+v", r.Name, g)
+				}
+				n := r.RowLen()
+				for x, c := range r.Counts {
+					dc := math.Abs(float64(g.Counts[x] - c))
+					if dc > 2 {
+						t.Errorf("%s: expert %d: %d tokens, llama-imatrix %d", r.Name, x, g.Counts[x], c)
+					}
+					if strings.Contains(r.Name, "ffn_gate_exps") { // a token moved: one expert less, one more
+						moved += dc / 2
+					}
+					var d, s float64
+					for j := x * n; j < (x+1)*n; j++ {
+						d += math.Abs(float64(g.Sum2[j] - r.Sum2[j]))
+						s += float64(r.Sum2[j])
+					}
+					worst = math.Max(worst, d/s)
+					if d/s > 2e-3+2*dc/float64(c) {
+						t.Errorf("%s: matrix %d: Σx² differs by %.3g (relative L1), %d vs %d tokens", r.Name, x, d/s, g.Counts[x], c)
+					}
+				}
+			}
+			t.Logf("%s: %g tokens routed otherwise (all layers), Σx² within %.3g", name, moved, worst)
+		})
 	}
 }

@@ -2,6 +2,8 @@ package convert
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gquant/gquant/formats/gguf"
@@ -219,9 +221,27 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 			return nil, fmt.Errorf("%s: %s needs an importance matrix, and %s", pt.Name, pt.typ, src)
 		}
 		if st != nil && method != MethodImatrix && (pt.typ == gguf.Q4_0 || kGPTQ && gptqBlockType(pt.typ)) && pt.ref.Role.IsLinear() {
-			e.rounder = &Rounder{Method: method, Stats: st, Weight: pt.Name, GPTQ: o.GPTQ}
 			pt.Method = method
-			gptqWeights = append(gptqWeights, pt.Name)
+			if !pt.ref.Role.IsExperts() {
+				e.rounder = &Rounder{Method: method, Stats: st, Weight: pt.Name, GPTQ: o.GPTQ}
+				gptqWeights = append(gptqWeights, pt.Name)
+				continue
+			}
+			// A stack of experts: each expert rounded with its own statistics.
+			e.experts = make([]*Rounder, pt.Shape[2])
+			var unreached []string
+			for x := range e.experts {
+				w := arch.ExpertWeight(pt.Name, x)
+				e.experts[x] = &Rounder{Method: method, Stats: st, Weight: w, GPTQ: o.GPTQ}
+				if ls := st.LinearFor(w); ls != nil && ls.Count == 0 {
+					unreached = append(unreached, strconv.Itoa(x))
+					continue
+				}
+				gptqWeights = append(gptqWeights, w)
+			}
+			if len(unreached) > 0 && !strings.Contains(pt.Note, "saw no calibration token") {
+				pt.Note = joinNote(pt.Note, fmt.Sprintf("expert(s) %s saw no calibration token: imatrix with importance 1, as llama-quantize", strings.Join(unreached, ", ")))
+			}
 		}
 	}
 	if method == MethodGPTQ && seq == nil {

@@ -80,6 +80,20 @@ type PlannedTensor struct {
 	// norms); row0 is the first row of the source a tensor cut from a fused one starts at.
 	offset float32
 	row0   int
+	// parts are the HF tensors a stack of expert matrices is read from, one per expert in
+	// expert order (arch.Tensor.Parts; nil for any other tensor, and for a GGUF source).
+	parts []string
+}
+
+// sources lists the source tensors a planned tensor is read from.
+func (t *PlannedTensor) sources() []string {
+	switch {
+	case t.parts != nil:
+		return t.parts
+	case t.Source != "":
+		return []string{t.Source}
+	}
+	return nil
 }
 
 // Ref is the tensor's model role (a graph constant has Layer −1 and its own name as role).
@@ -188,6 +202,9 @@ func MakePlan(inv *Inventory, opts PlanOptions) (*Plan, error) {
 		n := gguf.ElementCount(shape)
 		pt.Bytes = uint64(c.Type.RowBytes(int(shape[0]))) * (n / shape[0])
 		pt.enc = &ggufEncoder{typ: c.Type, name: t.Ref.GGUFName(), bytes: pt.Bytes}
+		if len(shape) == 3 { // a stack of experts: each expert's rows take its own importance
+			pt.enc.(*ggufEncoder).expertRows = int(shape[1])
+		}
 		return pt, false, nil
 	})
 	if err != nil {
@@ -214,7 +231,27 @@ func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, 
 	var missing, badShape []string
 	for _, t := range inv.Family.Tensors(spec) {
 		name := inv.sourceName(t)
-		if !t.Generated {
+		if t.Parts != nil && inv.gg == nil { // a stack of experts: each part, of one expert's shape
+			bad := false
+			for _, part := range t.Parts {
+				src, ok := inv.Tensors[part]
+				used[part] = true
+				switch {
+				case !ok:
+					missing = append(missing, part)
+					bad = true
+				case !equalShape(src.Shape, t.HFShape()):
+					badShape = append(badShape, fmt.Sprintf("%s: shape %v, config implies %v", part, src.Shape, t.HFShape()))
+					bad = true
+				case src.DType != inv.Tensors[t.Parts[0]].DType:
+					badShape = append(badShape, fmt.Sprintf("%s: dtype %s, but %s is %s", part, src.DType, t.Parts[0], inv.Tensors[t.Parts[0]].DType))
+					bad = true
+				}
+			}
+			if bad {
+				continue
+			}
+		} else if !t.Generated {
 			src, ok := inv.Tensors[name]
 			want := t.Shape
 			if inv.gg == nil {
@@ -253,7 +290,10 @@ func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, 
 			pt.SrcDType = inv.Tensors[name].DType
 		}
 		if inv.gg == nil { // values and rows as the HF checkpoint holds them
-			pt.offset, pt.row0 = t.Offset, t.SrcRow0
+			pt.offset, pt.row0, pt.parts = t.Offset, t.SrcRow0, t.Parts
+			if t.Parts != nil {
+				pt.Source = stackSource(t.Parts)
+			}
 			var notes []string
 			if t.SrcShape != nil {
 				notes = append(notes, fmt.Sprintf("rows %d-%d of %d", t.SrcRow0, t.SrcRow0+t.Shape[0], t.SrcShape[0]))
@@ -313,6 +353,25 @@ func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, 
 		return nil, fmt.Errorf("%s: %s", inv.Dir, strings.Join(probs, "; "))
 	}
 	return p, nil
+}
+
+// stackSource names the parts of a stack of experts in a plan: the first part with its
+// expert index written as the range ("model.layers.0.mlp.experts.{0..7}.up_proj.weight").
+func stackSource(parts []string) string {
+	first, last := parts[0], parts[len(parts)-1]
+	i := 0 // the common prefix, then the first index that differs
+	for i < len(first) && i < len(last) && first[i] == last[i] {
+		i++
+	}
+	for i > 0 && first[i-1] >= '0' && first[i-1] <= '9' {
+		i--
+	}
+	j := strings.IndexByte(first[i:], '.')
+	if len(parts) == 1 || j < 0 {
+		return first
+	}
+	k := strings.IndexByte(last[i:], '.')
+	return fmt.Sprintf("%s{%s..%s}%s", first[:i], first[i:i+j], last[i:i+k], first[i+j:])
 }
 
 // Add appends a tensor to the plan and updates its totals. A tensor that is not a weight of

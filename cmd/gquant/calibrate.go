@@ -13,6 +13,7 @@ import (
 	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/encodings"
 	"github.com/gquant/gquant/formats/stats"
+	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
@@ -196,6 +197,10 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 			}
 			fmt.Fprintf(stderr, "calibrated on %d tokens (%d chunks of ≤ %d, %d pass(es)) in %.2f s: %.0f tokens/s\n",
 				res.Tokens, m.Chunks, m.Ctx, res.Passes, res.Seconds, res.TokensPerSecond)
+			if un := st.UnreachedExperts(); len(un) > 0 {
+				fmt.Fprintf(stderr, "%d expert matrices saw no calibration token (count 0: llama-quantize and convert weight their columns equally): %s\n",
+					len(un), strings.Join(problems.First(un, 6), ", "))
+			}
 		}
 	}
 

@@ -71,8 +71,16 @@ func readImatrix(path string) (*Stats, error) {
 	s.Meta.Tokens = m.ChunkSize * m.ChunkCount
 	for i := range m.Entries {
 		e := &m.Entries[i]
-		if e.Matrices() != 1 {
-			return nil, fmt.Errorf("%s: %s: %d expert matrices: mixture-of-experts statistics are not supported", path, e.Name, e.Matrices())
+		if e.Matrices() > 1 { // a stack of experts: one LinearStats per expert (ExpertWeight)
+			n := e.RowLen()
+			for x, c := range e.Counts {
+				ls := &LinearStats{Weight: ExpertWeight(e.Name, x), Cols: n, Count: c, Sum2: widen(e.Sum2[x*n : (x+1)*n])}
+				if e.Sum != nil {
+					ls.Sum = widen(e.Sum[x*n : (x+1)*n])
+				}
+				s.Linear = append(s.Linear, ls)
+			}
+			continue
 		}
 		ls := &LinearStats{Weight: e.Name, Cols: e.RowLen(), Count: e.Counts[0], Sum2: widen(e.Sum2)}
 		if e.Sum != nil {
