@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -177,8 +178,8 @@ func TestFixedAssociative(t *testing.T) {
 	}
 }
 
-// FoldUpper adds the upper triangle (rows split between goroutines or not: the same) and
-// UpperToFull mirrors it.
+// FoldUpper adds the upper triangle (rows split between goroutines or not: the same),
+// FoldUpperZero too, zeroing the matrix, and UpperToFull mirrors it.
 func TestFoldUpper(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	const c = 301 // TriangleLen above foldMinWork: several goroutines
@@ -210,6 +211,16 @@ func TestFoldUpper(t *testing.T) {
 		}
 		if i := triRowOf(k, c); k < triRow(i, c) || (i+1 < c && k >= triRow(i+1, c)) {
 			t.Fatalf("triRowOf(%d) = %d", k, i)
+		}
+	}
+	// FoldUpperZero adds the same and leaves h zero, on one goroutine or four.
+	for _, threads := range []int{1, 4} {
+		z, hz := make([]Fixed, TriangleLen(c)), slices.Clone(h)
+		if _, _, ok := FoldUpperZero(z, hz, c, threads); !ok || !slices.Equal(z, one) {
+			t.Fatalf("FoldUpperZero on %d goroutines: %v, or sums that differ from FoldUpper's", threads, ok)
+		}
+		if k := slices.IndexFunc(hz, func(v float64) bool { return v != 0 }); k >= 0 {
+			t.Fatalf("FoldUpperZero on %d goroutines left h[%d] = %g", threads, k, hz[k])
 		}
 	}
 	h[5*c+7] = math.Inf(1)
