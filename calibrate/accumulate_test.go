@@ -3,6 +3,7 @@ package calibrate
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,32 +58,48 @@ func BenchmarkExactFold(b *testing.B) {
 }
 
 // The Hessian budget counts what exact collection takes: the c × c float64 group partial of
-// each Hessian, and beyond one fold group the exact triangle too, 16 bytes per element.
+// each Hessian, and beyond one fold group the exact triangle too, 16 bytes per element; a
+// batch whose triangles do not fit beside its partials keeps them in a file instead, and
+// batches are cut by the partials.
 func TestHessianBudget(t *testing.T) {
 	c := &collector{exactHessians: true, foldGroups: 2}
 	model := stats.Model{Weights: []stats.Weight{{Name: "a", Cols: 10}, {Name: "b", Cols: 20}, {Name: "b2", Cols: 20, Leader: "b"}}}
 	if err := c.init(model, true, 1); err != nil {
 		t.Fatal(err)
 	}
-	need := int64(10*10*8 + 16*55 + 20*20*8 + 16*210)
-	if c.hessianBytes(10) != 10*10*8+16*55 {
-		t.Fatalf("Hessian of 10 columns over 2 fold groups: %d bytes", c.hessianBytes(10))
+	partials := int64(10*10*8 + 20*20*8)
+	need := partials + 16*55 + 16*210
+	if c.hessianBytes(10, false) != 10*10*8+16*55 || c.hessianBytes(10, true) != 800 {
+		t.Fatalf("Hessian of 10 columns over 2 fold groups: %d bytes, spilled %d", c.hessianBytes(10, false), c.hessianBytes(10, true))
 	}
-	if b := c.hessianBatches(need); len(b) != 1 || len(b[0]) != 2 {
-		t.Errorf("budget %d: %d batches, want 1 of both leaders", need, len(b))
-	}
-	if b := c.hessianBatches(need - 1); len(b) != 2 {
-		t.Errorf("budget %d: %d batches, want 2", need-1, len(b))
+	for _, tc := range []struct {
+		budget  int64
+		batches int
+		spill   []bool
+	}{
+		{-1, 1, []bool{false}},
+		{need, 1, []bool{false}},
+		{need - 1, 1, []bool{true}},
+		{partials, 1, []bool{true}},
+		{partials - 1, 2, []bool{false, true}}, // a's triangle fits beside its partial, b's not
+	} {
+		b, spill := c.hessianBatches(tc.budget)
+		if len(b) != tc.batches || !slices.Equal(spill, tc.spill) || len(b[0]) != 3-tc.batches {
+			t.Errorf("budget %d: %d batches, spill %v; want %d, %v", tc.budget, len(b), spill, tc.batches, tc.spill)
+		}
 	}
 	c.foldGroups = 1
-	if c.hessianBytes(10) != 800 {
-		t.Errorf("Hessian of 10 columns in one fold group: %d bytes, want its partial only", c.hessianBytes(10))
+	if c.hessianBytes(10, false) != 800 {
+		t.Errorf("Hessian of 10 columns in one fold group: %d bytes, want its partial only", c.hessianBytes(10, false))
+	}
+	if _, spill := c.hessianBatches(1); !slices.Equal(spill, []bool{false, false}) {
+		t.Errorf("one fold group: spill %v", spill)
 	}
 	float := &collector{}
 	if err := float.init(model, true, 1); err != nil {
 		t.Fatal(err)
 	}
-	if float.hessianBytes(10) != 800 {
-		t.Errorf("float64 collection: Hessian %d bytes", float.hessianBytes(10))
+	if float.hessianBytes(10, false) != 800 {
+		t.Errorf("float64 collection: Hessian %d bytes", float.hessianBytes(10, false))
 	}
 }

@@ -35,8 +35,10 @@ type collector struct {
 	exactHessians bool
 	parts         map[string][]float64
 	// foldGroups is the number of fold groups a pass covers: beyond one, Hessians need their
-	// exact triangle beside the partial (hessianBytes).
+	// exact triangle beside the partial (hessianBytes), in memory or, when the pass's
+	// triangles do not fit there, in spill, a scratch file.
 	foldGroups int
+	spill      *stats.TriangleFile
 
 	// pool and gram run kernels.AddGram, the Hessians' GEMM (pool: Hessians only).
 	pool *kernels.Pool
@@ -92,36 +94,48 @@ func (c *collector) close() {
 }
 
 // hessianBytes is the memory a Hessian of cols columns takes while it is collected: exactly,
-// its c × c float64 group partial, and over more than one fold group its exact upper triangle
-// of 16-byte integers too, 8·c·(c+1) bytes; otherwise the c × c float64 matrix.
-func (c *collector) hessianBytes(cols int) int64 {
+// its c × c float64 group partial, 8·c² bytes, and over more than one fold group its exact
+// upper triangle of 16-byte integers too, 8·c·(c+1) bytes, unless spilled (kept in a file);
+// otherwise the c × c float64 matrix.
+func (c *collector) hessianBytes(cols int, spilled bool) int64 {
 	b := int64(cols) * int64(cols) * 8
-	if c.exactHessians && c.foldGroups > 1 {
+	if c.exactHessians && c.foldGroups > 1 && !spilled {
 		b += 16 * int64(stats.TriangleLen(cols))
 	}
 	return b
 }
 
 // hessianBatches splits the Hessians to collect into batches of at most budget bytes (each at
-// least one Hessian; budget < 0: one batch). Each is allocated when its pass starts.
-func (c *collector) hessianBatches(budget int64) [][]*stats.LinearStats {
-	var batches [][]*stats.LinearStats
+// least one Hessian; budget < 0: one batch, all in memory), each allocated when its pass
+// starts, and reports for each whether its exact triangles go to a scratch file (spill): where
+// they can (a budget, exact Hessians folded more than once), batches are cut by the float64
+// partials alone, and a batch spills when its triangles do not fit beside them. Another pass
+// over the corpus costs far more than streaming each triangle through a file once per fold
+// group.
+func (c *collector) hessianBatches(budget int64) (batches [][]*stats.LinearStats, spill []bool) {
+	canSpill := budget >= 0 && c.exactHessians && c.foldGroups > 1
 	var cur []*stats.LinearStats
-	var used int64
+	var used, whole int64 // the batch's bytes as cut, and with its triangles in memory
+	end := func() {
+		batches = append(batches, cur)
+		spill = append(spill, canSpill && whole > budget)
+		cur, used, whole = nil, 0, 0
+	}
 	for _, n := range c.order {
 		ls := c.linear[n]
 		if !c.hessian || ls.SharesInputOf != "" {
 			continue
 		}
-		size := c.hessianBytes(ls.Cols)
+		size := c.hessianBytes(ls.Cols, canSpill)
 		if budget >= 0 && len(cur) > 0 && used+size > budget {
-			batches = append(batches, cur)
-			cur, used = nil, 0
+			end()
 		}
 		cur = append(cur, ls)
 		used += size
+		whole += c.hessianBytes(ls.Cols, false)
 	}
-	return append(batches, cur)
+	end()
+	return batches, spill
 }
 
 // startPass selects what the next pass over the corpus accumulates.
@@ -150,6 +164,16 @@ func (c *collector) foldGroup() error {
 			continue
 		}
 		ls := c.linear[n]
+		if c.spill != nil {
+			i, j, ok, err := c.spill.FoldZero(n, h, c.threads)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return hessianRange(n, i, j, h[i*ls.Cols+j])
+			}
+			continue
+		}
 		if ls.Exact.Hessian == nil {
 			ls.Exact.Hessian = make([]stats.Fixed, stats.TriangleLen(ls.Cols))
 		}
@@ -193,11 +217,15 @@ func (c *collector) finishExact(batch []*stats.LinearStats) error {
 	return nil
 }
 
-// writeExact ends a streamed pass: each Hessian of the batch, its exact triangle plus its last
-// group's partial, goes to the statistics file, and both are freed.
+// writeExact ends a streamed pass: each Hessian of the batch, its exact triangle (in memory or
+// spilled) plus its last group's partial, goes to the statistics file, and both are freed.
 func (c *collector) writeExact(sink *stats.Writer, batch []*stats.LinearStats) error {
 	for _, ls := range batch {
-		if err := sink.WriteHessianSum(ls.Weight, ls.Exact.Hessian, c.parts[ls.Weight], c.threads); err != nil {
+		var acc stats.ExactTriangle = stats.Triangle(ls.Exact.Hessian)
+		if c.spill != nil {
+			acc = c.spill.Triangle(ls.Weight)
+		}
+		if err := sink.WriteHessianSum(ls.Weight, acc, c.parts[ls.Weight], c.threads); err != nil {
 			return err
 		}
 		ls.Exact.Hessian = nil

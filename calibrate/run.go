@@ -13,6 +13,7 @@ import (
 
 	"github.com/gquant/gquant/formats/hf"
 	"github.com/gquant/gquant/formats/stats"
+	"github.com/gquant/gquant/internal/atomicfile"
 	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
@@ -217,8 +218,9 @@ func Calibrate(path string, o Options) (*Result, error) {
 	// The fold groups that the part covers (it begins on one).
 	col.foldGroups = (part.End - part.Start + fold - 1) / fold
 
-	// Hessian batches: everything at once in memory, or bounded batches when streaming.
-	batches := [][]*stats.LinearStats{nil}
+	// Hessian batches: everything at once in memory, or bounded batches when streaming, whose
+	// exact triangles may go to a scratch file beside the output.
+	batches, spill := [][]*stats.LinearStats{nil}, []bool{false}
 	if o.Hessian {
 		budget := int64(-1)
 		if o.Output != "" {
@@ -227,13 +229,17 @@ func Calibrate(path string, o Options) (*Result, error) {
 				budget = DefaultHessianMemory
 			}
 		}
-		batches = col.hessianBatches(budget)
+		batches, spill = col.hessianBatches(budget)
 	}
 
 	var sink *stats.Writer
+	var scratch *os.File
 	defer func() {
 		if sink != nil {
 			sink.Abort()
+		}
+		if scratch != nil {
+			atomicfile.DropScratch(scratch)
 		}
 	}()
 	res := &Result{Spec: spec, Tokens: ntok, Passes: len(batches)}
@@ -244,6 +250,11 @@ func Calibrate(path string, o Options) (*Result, error) {
 	start := time.Now()
 	for p, batch := range batches {
 		col.startPass(p == 0, batch)
+		if spill[p] {
+			if scratch, col.spill, err = spillFile(o.Output, batch); err != nil {
+				return nil, err
+			}
+		}
 		for ci := part.Start; ci < part.End; ci++ {
 			chunk := chunks[ci] // ci is the chunk's index in the windows, whatever the shard
 			col.held = ci%stats.HoldoutEvery == stats.HoldoutEvery-1
@@ -289,6 +300,10 @@ func Calibrate(path string, o Options) (*Result, error) {
 		if err := col.writeExact(sink, batch); err != nil {
 			return nil, err
 		}
+		if scratch != nil {
+			atomicfile.DropScratch(scratch)
+			scratch, col.spill = nil, nil
+		}
 	}
 	res.Seconds = time.Since(start).Seconds()
 	if res.Seconds > 0 {
@@ -307,6 +322,26 @@ func Calibrate(path string, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// spillFile creates a scratch file beside the statistics file out for the exact triangles of
+// a batch of Hessians.
+func spillFile(out string, batch []*stats.LinearStats) (*os.File, *stats.TriangleFile, error) {
+	f, err := atomicfile.CreateScratch(filepath.Dir(out), "."+filepath.Base(out)+".exact-*")
+	if err != nil {
+		return nil, nil, err
+	}
+	var names []string
+	var cols []int
+	for _, ls := range batch {
+		names, cols = append(names, ls.Weight), append(cols, ls.Cols)
+	}
+	t, err := stats.NewTriangleFile(f, names, cols)
+	if err != nil {
+		atomicfile.DropScratch(f)
+		return nil, nil, err
+	}
+	return f, t, nil
 }
 
 // foldChunks returns the fold group of o's Hessians for chunks of ctx tokens (see

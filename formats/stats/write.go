@@ -292,20 +292,22 @@ func (sw *Writer) WriteHessianExact(weight string, tri []Fixed) error {
 }
 
 // WriteHessianSum writes one weight's exact Hessian to a file with exact sums as the sum of
-// the exact triangle acc (TriangleLen(c) values row by row; nil: zero) and the upper triangle
-// of h (c × c row-major float64, each element rounded to the grid as FoldUpper does): the last
-// fold of a calibration, made as the file is written, with neither acc nor h changed. The
-// values are computed by up to threads goroutines (rows split), and written one block at a
-// time (several writers of one file only slow each other down). A sum that does not fit is an
-// error naming the element.
-func (sw *Writer) WriteHessianSum(weight string, acc []Fixed, h []float64, threads int) error {
+// the exact triangle acc (nil: zero) and the upper triangle of h (c × c row-major float64,
+// each element rounded to the grid as FoldUpper does): the last fold of a calibration, made as
+// the file is written, with neither acc nor h changed. The values are computed by up to
+// threads goroutines (rows split), and written one block at a time (several writers of one
+// file only slow each other down). A sum that does not fit is an error naming the element.
+func (sw *Writer) WriteHessianSum(weight string, acc ExactTriangle, h []float64, threads int) error {
 	i, ok := sw.hessIdx[weight]
 	c := sw.hessCols[weight]
-	switch {
+	if t, mem := acc.(Triangle); mem && t == nil {
+		acc = nil
+	}
+	switch t, mem := acc.(Triangle); {
 	case !ok || !sw.exact:
 		return fmt.Errorf("%s: %s: no exact Hessian slot", sw.path, weight)
-	case len(h) < c*c || (acc != nil && len(acc) != TriangleLen(c)):
-		return fmt.Errorf("%s: %s: a Hessian of %d values and an exact triangle of %d for %d columns", sw.path, weight, len(h), len(acc), c)
+	case len(h) < c*c || (mem && len(t) != TriangleLen(c)):
+		return fmt.Errorf("%s: %s: a Hessian of %d values and an exact triangle of %d for %d columns", sw.path, weight, len(h), len(t), c)
 	}
 	bounds := triangleSplit(c, threads)
 	errs := make([]error, len(bounds)-1)
@@ -330,7 +332,7 @@ func (sw *Writer) WriteHessianSum(weight string, acc []Fixed, h []float64, threa
 
 // writeSumRows is WriteHessianSum over rows [i0, i1) of the triangle, in blocks of fixedBlock
 // values, with buffers of its own.
-func (sw *Writer) writeSumRows(ti int, weight string, acc []Fixed, h []float64, c, i0, i1 int) error {
+func (sw *Writer) writeSumRows(ti int, weight string, acc ExactTriangle, h []float64, c, i0, i1 int) error {
 	blk := make([]Fixed, 0, min(fixedBlock, TriangleLen(c)))
 	var buf []byte
 	off := triRow(i0, c) // the triangle index of blk[0]
@@ -354,10 +356,10 @@ func (sw *Writer) writeSumRows(ti int, weight string, acc []Fixed, h []float64, 
 		for j := r; len(row) > 0; {
 			k := min(len(row), cap(blk)-len(blk))
 			seg := blk[len(blk) : len(blk)+k]
-			if acc != nil {
-				copy(seg, acc[off+len(blk):])
-			} else {
+			if acc == nil {
 				clear(seg)
+			} else if err := acc.readFixed(off+len(blk), seg); err != nil {
+				return err
 			}
 			if e, ok := FoldFloats(seg, row[:k]); !ok {
 				return fmt.Errorf("%s: %s: Hessian[%d, %d]: the sum %g is not finite or leaves the exact range ±2^63", sw.path, weight, r, j+e, row[e])

@@ -66,7 +66,7 @@ func TestWriteHessianSum(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := w.WriteHessianSum("w", tc.acc, h, tc.threads); err != nil {
+		if err := w.WriteHessianSum("w", Triangle(tc.acc), h, tc.threads); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		if err := w.Commit(); err != nil {
@@ -136,7 +136,7 @@ func TestWriteHessianSum(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = w.WriteHessianSum("w", b.acc, h, 2)
+		err = w.WriteHessianSum("w", Triangle(b.acc), h, 2)
 		if err == nil || !strings.Contains(err.Error(), out+": "+b.want) {
 			t.Errorf("%s: %v, want %q", b.name, err, b.want)
 		}
