@@ -3,6 +3,7 @@ package calibrate
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -13,47 +14,70 @@ import (
 
 // BenchmarkExactFold measures what exact accumulation adds to the Hessians against their
 // GEMM, kernels.AddGram, in the same run, on the linear input widths of Qwen3-0.6B (c = 1024:
-// q/k/v and gate/up; 2048: o_proj; 3072: down_proj) on 2 threads. The loop times one fold
-// (stats.FoldUpperZero: a group partial rounded and added to the exact triangle, then zeroed
-// for the next group); AddGram's time for a chunk of 512 tokens is the best of a few runs,
-// timed before. Metrics: x_AddGram, the fold over one chunk's AddGram (what folding every chunk
-// cost, as version 3 of the statistics did), and pct_group, the fold as a percentage of
-// AddGram over the DefaultFoldTokens tokens of a fold group at ctx 512.
+// q/k/v and gate/up; 2048: o_proj; 3072: down_proj) on 2 threads. The loop times one fold of a
+// group partial into the exact triangle, then zeroed for the next group: in memory
+// (stats.FoldUpperZero) or through a file (stats.TriangleFile.FoldZero, where a pass keeps its
+// triangles when they do not fit in memory); AddGram's time for a chunk of 512 tokens is the
+// best of a few runs, timed before. Metrics: x_AddGram, the fold over one chunk's AddGram
+// (what folding every chunk cost, as version 3 of the statistics did), and pct_group, the fold
+// as a percentage of AddGram over the DefaultFoldTokens tokens of a fold group at ctx 512.
 func BenchmarkExactFold(b *testing.B) {
 	const n, threads = 512, 2
 	for _, c := range []int{1024, 2048, 3072} {
-		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(1, uint64(c)))
-			x := make([]float32, n*c)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64())
-			}
-			pool := kernels.NewPool(threads)
-			defer pool.Close()
-			var s kernels.GramScratch
-			part := make([]float64, c*c)
-			gram := time.Duration(1 << 62)
-			for range 3 {
-				clear(part)
-				start := time.Now()
-				kernels.AddGram(part, x, n, c, pool, &s)
-				gram = min(gram, time.Since(start))
-			}
-			acc := make([]stats.Fixed, stats.TriangleLen(c))
-			h := make([]float64, c*c)
-			b.ResetTimer()
-			for b.Loop() {
-				b.StopTimer()
-				copy(h, part) // a group's partial, as the fold sees it
-				b.StartTimer()
-				if _, _, ok := stats.FoldUpperZero(acc, h, c, threads); !ok {
-					b.Fatal("fold refused")
+		rng := rand.New(rand.NewPCG(1, uint64(c)))
+		x := make([]float32, n*c)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		pool := kernels.NewPool(threads)
+		var s kernels.GramScratch
+		part := make([]float64, c*c)
+		gram := time.Duration(1 << 62)
+		for range 3 {
+			clear(part)
+			start := time.Now()
+			kernels.AddGram(part, x, n, c, pool, &s)
+			gram = min(gram, time.Since(start))
+		}
+		pool.Close()
+		for _, where := range []string{"memory", "file"} {
+			b.Run(fmt.Sprintf("c=%d/%s", c, where), func(b *testing.B) {
+				acc := make([]stats.Fixed, stats.TriangleLen(c))
+				fold := func(h []float64) bool {
+					_, _, ok := stats.FoldUpperZero(acc, h, c, threads)
+					return ok
 				}
-			}
-			per := b.Elapsed().Seconds() / float64(b.N)
-			b.ReportMetric(per/gram.Seconds(), "x_AddGram")
-			b.ReportMetric(100*per/(gram.Seconds()*DefaultFoldTokens/n), "pct_group")
-		})
+				if where == "file" {
+					acc = nil
+					f, err := os.CreateTemp(b.TempDir(), "tri")
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer f.Close()
+					tf, err := stats.NewTriangleFile(f, []string{"w"}, []int{c})
+					if err != nil {
+						b.Fatal(err)
+					}
+					fold = func(h []float64) bool {
+						_, _, ok, err := tf.FoldZero("w", h, threads)
+						return ok && err == nil
+					}
+				}
+				h := make([]float64, c*c)
+				b.ResetTimer()
+				for b.Loop() {
+					b.StopTimer()
+					copy(h, part) // a group's partial, as the fold sees it
+					b.StartTimer()
+					if !fold(h) {
+						b.Fatal("fold refused")
+					}
+				}
+				per := b.Elapsed().Seconds() / float64(b.N)
+				b.ReportMetric(per/gram.Seconds(), "x_AddGram")
+				b.ReportMetric(100*per/(gram.Seconds()*DefaultFoldTokens/n), "pct_group")
+			})
+		}
 	}
 }
 

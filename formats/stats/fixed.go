@@ -195,8 +195,10 @@ func FoldUpper(acc []Fixed, h []float64, c, threads int) (i, j int, ok bool) {
 	return foldUpper(acc, h, c, threads, false)
 }
 
-// FoldUpperZero is FoldUpper, then zeroes h (all of it, c × c), each row as soon as it is
-// added, while it is in cache: a partial sum folded, its matrix ready for the next one.
+// FoldUpperZero is FoldUpper, then zeroes what it added, h's upper triangle, each row as soon
+// as it is added, while it is in cache: a partial sum folded, its matrix ready for the next
+// one. The strict lower triangle, which nothing reads, is left untouched (kernels.AddGram
+// writes a band of it, and the rest is never paged in).
 func FoldUpperZero(acc []Fixed, h []float64, c, threads int) (i, j int, ok bool) {
 	return foldUpper(acc, h, c, threads, true)
 }
@@ -229,7 +231,8 @@ func foldUpper(acc []Fixed, h []float64, c, threads int, zero bool) (i, j int, o
 	return 0, 0, true
 }
 
-// foldRows is FoldUpper over rows [i0, i1), each row zeroed after it is added when zero is set.
+// foldRows is FoldUpper over rows [i0, i1), each row's upper part zeroed after it is added when
+// zero is set.
 func foldRows(acc []Fixed, h []float64, c, i0, i1 int, zero bool) (int, int, bool) {
 	for i := i0; i < i1; i++ {
 		row := h[i*c+i : i*c+c]
@@ -238,7 +241,7 @@ func foldRows(acc []Fixed, h []float64, c, i0, i1 int, zero bool) (int, int, boo
 			return i, i + k, false
 		}
 		if zero {
-			clear(h[i*c : i*c+c])
+			clear(row)
 		}
 	}
 	return 0, 0, true

@@ -9,20 +9,21 @@ import (
 // Writer.WriteHessianSum adds to a Hessian's last partial: one held in memory (Triangle) or
 // in a TriangleFile (TriangleFile.Triangle). A nil ExactTriangle is zero.
 type ExactTriangle interface {
-	// readFixed copies the values from element off into dst.
-	readFixed(off int, dst []Fixed) error
+	// readFixed copies the values from element off into dst, through buf if it needs one
+	// (grown as needed, returned).
+	readFixed(off int, dst []Fixed, buf []byte) ([]byte, error)
 }
 
 // Triangle is an exact triangle held in memory (nil: zero).
 type Triangle []Fixed
 
-func (t Triangle) readFixed(off int, dst []Fixed) error {
+func (t Triangle) readFixed(off int, dst []Fixed, buf []byte) ([]byte, error) {
 	if t == nil {
 		clear(dst)
-		return nil
+		return buf, nil
 	}
 	copy(dst, t[off:off+len(dst)])
-	return nil
+	return buf, nil
 }
 
 // TriangleFile keeps exact triangles in a file instead of memory: each weight's
@@ -36,6 +37,10 @@ type TriangleFile struct {
 	f    *os.File
 	at   map[string]int64 // byte offset of each weight's triangle
 	cols map[string]int
+	// per goroutine of FoldZero, reused from call to call (garbage of a few MB per Hessian
+	// and fold would pile up beside gigabytes of live partials before the GC ran)
+	blks [][]Fixed
+	bufs [][]byte
 }
 
 // NewTriangleFile lays out the exact triangles of weights (cols[k] columns for weights[k]) in
@@ -62,9 +67,8 @@ type fileTriangle struct {
 	weight string
 }
 
-func (ft fileTriangle) readFixed(off int, dst []Fixed) error {
-	_, err := ft.t.read(ft.weight, off, dst, nil)
-	return err
+func (ft fileTriangle) readFixed(off int, dst []Fixed, buf []byte) ([]byte, error) {
+	return ft.t.read(ft.weight, off, dst, buf)
 }
 
 // read reads len(v) values of weight's triangle from element off into v, through buf (grown
@@ -82,7 +86,7 @@ func (t *TriangleFile) read(weight string, off int, v []Fixed, buf []byte) ([]by
 }
 
 // FoldZero is FoldUpperZero into weight's triangle in the file: the upper triangle of h
-// (c × c, row-major) rounded to the grid and added, and h zeroed, rows split between up to
+// (c × c, row-major) rounded to the grid, added and zeroed, rows split between up to
 // threads goroutines, each reading, adding to and writing back blocks of up to fixedBlock
 // values. A sum that does not fit returns its element (row, column) with ok false, the
 // triangle partly added (callers stop); err is a failed read or write.
@@ -98,11 +102,14 @@ func (t *TriangleFile) FoldZero(weight string, h []float64, threads int) (i, j i
 		err  error
 	}
 	res := make([]result, len(bounds)-1)
+	for len(t.blks) < len(res) {
+		t.blks, t.bufs = append(t.blks, make([]Fixed, fixedBlock)), append(t.bufs, nil)
+	}
 	done := make(chan struct{}, len(res))
 	for p := range res {
 		go func() {
 			r := &res[p]
-			r.i, r.j, r.ok, r.err = t.foldRows(weight, h, c, bounds[p], bounds[p+1])
+			r.i, r.j, r.ok, r.err = t.foldRows(weight, h, c, bounds[p], bounds[p+1], t.blks[p], &t.bufs[p])
 			done <- struct{}{}
 		}()
 	}
@@ -117,15 +124,13 @@ func (t *TriangleFile) FoldZero(weight string, h []float64, threads int) (i, j i
 	return 0, 0, true, nil
 }
 
-// foldRows is FoldZero over rows [i0, i1).
-func (t *TriangleFile) foldRows(weight string, h []float64, c, i0, i1 int) (int, int, bool, error) {
-	blk := make([]Fixed, min(fixedBlock, triRow(i1, c)-triRow(i0, c)))
-	var buf []byte
+// foldRows is FoldZero over rows [i0, i1), through blk (fixedBlock values) and *buf.
+func (t *TriangleFile) foldRows(weight string, h []float64, c, i0, i1 int, blk []Fixed, buf *[]byte) (int, int, bool, error) {
 	var err error
 	r, j := i0, i0 // the element the next value is
 	for off, end := triRow(i0, c), triRow(i1, c); off < end; {
 		v := blk[:min(len(blk), end-off)]
-		if buf, err = t.read(weight, off, v, buf); err != nil {
+		if *buf, err = t.read(weight, off, v, *buf); err != nil {
 			return 0, 0, false, err
 		}
 		for k := 0; k < len(v); {
@@ -133,15 +138,16 @@ func (t *TriangleFile) foldRows(weight string, h []float64, c, i0, i1 int) (int,
 			if e, ok := FoldFloats(v[k:k+seg], h[r*c+j:r*c+j+seg]); !ok {
 				return r, j + e, false, nil
 			}
+			clear(h[r*c+j : r*c+j+seg]) // the upper triangle, as FoldUpperZero
 			k, j = k+seg, j+seg
 			if j == c {
-				clear(h[r*c : r*c+c])
 				r++
 				j = r
 			}
 		}
-		putFixed(buf, v)
-		if _, err := t.f.WriteAt(buf[:fixedBytes*len(v)], t.at[weight]+int64(fixedBytes*off)); err != nil {
+		b := (*buf)[:fixedBytes*len(v)]
+		putFixed(b, v)
+		if _, err := t.f.WriteAt(b, t.at[weight]+int64(fixedBytes*off)); err != nil {
 			return 0, 0, false, fmt.Errorf("%s: %s: %v", t.f.Name(), weight, err)
 		}
 		off += len(v)

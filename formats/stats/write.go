@@ -143,8 +143,12 @@ type Writer struct {
 	// Meta.OneFold), 8 bytes a value instead of 16.
 	compact bool
 	mu      sync.Mutex // serializes WriteHessianSum's writes
-	done    bool
-	buf     []byte // writeF64s's and writeFixedPart's
+	// sums holds the buffers of WriteHessianSum's goroutines, reused from call to call
+	// (garbage of a few MB per Hessian would pile up beside gigabytes of live partials
+	// before the GC ran).
+	sums []sumBuffers
+	done bool
+	buf  []byte // writeF64s's and writeFixedPart's
 }
 
 // Exact reports whether the file holds the exact sums: Hessians are then written with
@@ -311,10 +315,13 @@ func (sw *Writer) WriteHessianSum(weight string, acc ExactTriangle, h []float64,
 	}
 	bounds := triangleSplit(c, threads)
 	errs := make([]error, len(bounds)-1)
+	for len(sw.sums) < len(errs) {
+		sw.sums = append(sw.sums, sumBuffers{blk: make([]Fixed, fixedBlock)})
+	}
 	done := make(chan struct{}, len(errs))
 	for p := range errs {
 		go func() {
-			errs[p] = sw.writeSumRows(i, weight, acc, h, c, bounds[p], bounds[p+1])
+			errs[p] = sw.writeSumRows(i, weight, acc, h, c, bounds[p], bounds[p+1], &sw.sums[p])
 			done <- struct{}{}
 		}()
 	}
@@ -330,26 +337,31 @@ func (sw *Writer) WriteHessianSum(weight string, acc ExactTriangle, h []float64,
 	return nil
 }
 
+// sumBuffers are the buffers of one goroutine of WriteHessianSum.
+type sumBuffers struct {
+	blk      []Fixed // fixedBlock values
+	buf, acc []byte  // encoded values; the exact triangle's, read
+}
+
 // writeSumRows is WriteHessianSum over rows [i0, i1) of the triangle, in blocks of fixedBlock
-// values, with buffers of its own.
-func (sw *Writer) writeSumRows(ti int, weight string, acc ExactTriangle, h []float64, c, i0, i1 int) error {
-	blk := make([]Fixed, 0, min(fixedBlock, TriangleLen(c)))
-	var buf []byte
+// values, through b.
+func (sw *Writer) writeSumRows(ti int, weight string, acc ExactTriangle, h []float64, c, i0, i1 int, b *sumBuffers) error {
+	if sw.compact && acc == nil {
+		return sw.writeGridRows(ti, weight, h, c, i0, i1, b)
+	}
+	blk := b.blk[:0]
 	off := triRow(i0, c) // the triangle index of blk[0]
 	flush := func() error {
 		var err error
-		if buf, err = sw.encodeFixed(buf, weight, off, blk); err != nil {
+		if b.buf, err = sw.encodeFixed(b.buf, weight, off, blk); err != nil {
 			return err
 		}
 		sw.mu.Lock()
-		err = sw.w.WriteTensorPart(ti, uint64(sw.valueBytes()*off), buf)
+		err = sw.w.WriteTensorPart(ti, uint64(sw.valueBytes()*off), b.buf)
 		sw.mu.Unlock()
 		off += len(blk)
 		blk = blk[:0]
 		return err
-	}
-	if sw.compact && acc == nil {
-		return sw.writeGridRows(ti, weight, h, c, i0, i1)
 	}
 	for r := i0; r < i1; r++ {
 		row := h[r*c+r : r*c+c]
@@ -358,8 +370,11 @@ func (sw *Writer) writeSumRows(ti int, weight string, acc ExactTriangle, h []flo
 			seg := blk[len(blk) : len(blk)+k]
 			if acc == nil {
 				clear(seg)
-			} else if err := acc.readFixed(off+len(blk), seg); err != nil {
-				return err
+			} else {
+				var err error
+				if b.acc, err = acc.readFixed(off+len(blk), seg, b.acc); err != nil {
+					return err
+				}
 			}
 			if e, ok := FoldFloats(seg, row[:k]); !ok {
 				return fmt.Errorf("%s: %s: Hessian[%d, %d]: the sum %g is not finite or leaves the exact range ±2^63", sw.path, weight, r, j+e, row[e])
@@ -381,8 +396,11 @@ func (sw *Writer) writeSumRows(ti int, weight string, acc ExactTriangle, h []flo
 
 // writeGridRows is writeSumRows of a compact file without exact triangle: the upper triangle
 // of h rounded to the grid, as float64s.
-func (sw *Writer) writeGridRows(ti int, weight string, h []float64, c, i0, i1 int) error {
-	buf := make([]byte, 0, 8*min(fixedBlock, TriangleLen(c)))
+func (sw *Writer) writeGridRows(ti int, weight string, h []float64, c, i0, i1 int, b *sumBuffers) error {
+	if cap(b.buf) < 8*fixedBlock {
+		b.buf = make([]byte, 0, 8*fixedBlock)
+	}
+	buf := b.buf[:0]
 	off := triRow(i0, c) // the triangle index of buf's first value
 	flush := func() error {
 		sw.mu.Lock()
