@@ -76,6 +76,18 @@ func TestShardsMergeToOneRun(t *testing.T) {
 	}
 
 	want, _ := os.ReadFile(o.Output)
+	// The same bytes on one thread, and with the exact triangles in a scratch file.
+	for _, v := range []struct {
+		threads int
+		mem     int64
+	}{{1, 0}, {2, 1}} {
+		o := o
+		o.Threads, o.HessianMemory, o.Output = v.threads, v.mem, filepath.Join(dir, "again.stats")
+		calib(t, o)
+		if got, _ := os.ReadFile(o.Output); !bytes.Equal(got, want) {
+			t.Errorf("the unsharded run on %d threads (Hessian memory %d) differs", v.threads, v.mem)
+		}
+	}
 	for k, order := range [][]string{{paths[0], paths[1], paths[2]}, {paths[2], paths[0], paths[1]}} {
 		out := filepath.Join(dir, "merged"+string(rune('a'+k))+".stats")
 		res, err := stats.MergeFiles(order, out, stats.MergeOptions{})
