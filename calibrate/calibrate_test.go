@@ -591,61 +591,72 @@ func TestReadStatsMalformed(t *testing.T) {
 }
 
 // TestHessianReadWhenUsed checks that a statistics file's Hessians are read at use, and that
-// a file that changed or vanished since ReadStats gives an error naming it.
+// a file that changed or vanished since ReadStats gives an error naming it; in both forms of
+// the exact Hessians: float64s (two chunks in one fold group) and 128-bit pairs (two groups).
 func TestHessianReadWhenUsed(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "h.stats")
-	calib(t, Options{Ctx: 64, Tokens: 128, Hessian: true, Output: path})
-	s, err := stats.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := s.Linear[0].Weight
-	if h, n, err := s.Hessian(w); err != nil || len(h) != n*n || n == 0 {
-		t.Fatalf("Hessian(%s): %d values, n %d, %v", w, len(h), n, err)
-	}
-	// A negative diagonal element (a Σx²) written into the exact triangle: the Hessian read
-	// earlier now fails (the file changed), and reading the statistics again rejects the
-	// file, naming the tensor.
-	gf, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const tensor = ".hessian_exact"
-	i, ok := gf.TensorIndex(w + tensor)
-	if !ok {
-		t.Fatalf("%s%s not in the file", w, tensor)
-	}
-	cols := s.Linear[0].Cols
-	diag := cols + cols - 1 // the triangle index of element (2, 2): rows 0 and 1 hold c and c−1
-	off := int64(gf.DataOffset+gf.Tensors[i].Offset) + 16*int64(diag) + 8
-	gf.Close()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	neg := make([]byte, 8)
-	binary.LittleEndian.PutUint64(neg, 1<<63) // the high word's sign bit
-	_, err = f.WriteAt(neg, off)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	future := time.Now().Add(time.Hour)
-	if err := os.Chtimes(path, future, future); err != nil { // a new stamp even on coarse clocks
-		t.Fatal(err)
-	}
-	if _, _, err := s.Hessian(w); err == nil || !strings.Contains(err.Error(), "changed") || !strings.Contains(err.Error(), path) {
-		t.Fatalf("Hessian after the file changed: %v, want an error naming %s", err, path)
-	}
-	if _, err := stats.Read(path); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%s%s[%d]", w, tensor, diag)) ||
-		!strings.Contains(err.Error(), "diagonal element 2 is negative") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("ReadStats with a negative diagonal in %s: %v", w+tensor, err)
-	}
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.Hessian(w); err == nil || !strings.Contains(err.Error(), path) {
-		t.Fatalf("Hessian after the file was removed: %v, want an error naming %s", err, path)
+	for _, fold := range []int{0, 1} {
+		path := filepath.Join(t.TempDir(), "h.stats")
+		calib(t, Options{Ctx: 64, Tokens: 128, Hessian: true, Output: path, FoldChunks: fold})
+		s, err := stats.Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := s.Linear[0].Weight
+		if h, n, err := s.Hessian(w); err != nil || len(h) != n*n || n == 0 {
+			t.Fatalf("Hessian(%s): %d values, n %d, %v", w, len(h), n, err)
+		}
+		// A negative diagonal element (a Σx²) written into the exact triangle: the Hessian
+		// read earlier now fails (the file changed), and reading the statistics again rejects
+		// the file, naming the tensor.
+		gf, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const tensor = ".hessian_exact"
+		i, ok := gf.TensorIndex(w + tensor)
+		if !ok {
+			t.Fatalf("%s%s not in the file", w, tensor)
+		}
+		cols := s.Linear[0].Cols
+		diag := cols + cols - 1 // the triangle index of element (2, 2): rows 0 and 1 hold c and c−1
+		neg := make([]byte, 8)
+		off := int64(gf.DataOffset + gf.Tensors[i].Offset)
+		if compact := gf.Tensors[i].Type == gguf.F64; compact != (fold == 0) {
+			t.Fatalf("fold group %d: %s is %v", fold, w+tensor, gf.Tensors[i].Type)
+		} else if compact {
+			off += 8 * int64(diag)
+			binary.LittleEndian.PutUint64(neg, math.Float64bits(-1))
+		} else {
+			off += 16*int64(diag) + 8
+			binary.LittleEndian.PutUint64(neg, 1<<63) // the high word's sign bit
+		}
+		gf.Close()
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteAt(neg, off)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		future := time.Now().Add(time.Hour)
+		if err := os.Chtimes(path, future, future); err != nil { // a new stamp even on coarse clocks
+			t.Fatal(err)
+		}
+		if _, _, err := s.Hessian(w); err == nil || !strings.Contains(err.Error(), "changed") || !strings.Contains(err.Error(), path) {
+			t.Fatalf("Hessian after the file changed: %v, want an error naming %s", err, path)
+		}
+		if _, err := stats.Read(path); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%s%s[%d]", w, tensor, diag)) ||
+			!strings.Contains(err.Error(), "diagonal element 2 is negative") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("ReadStats with a negative diagonal in %s: %v", w+tensor, err)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Hessian(w); err == nil || !strings.Contains(err.Error(), path) {
+			t.Fatalf("Hessian after the file was removed: %v, want an error naming %s", err, path)
+		}
 	}
 }
 

@@ -211,7 +211,8 @@ func (s *Sequential) Observe(i int) error {
 	if err := col.init(stats.Model{ID: s.model.ID, Weights: sg.weights}, true, s.threads); err != nil {
 		return err
 	}
-	batch := col.hessianBatches(-1)[0]
+	batches, _ := col.hessianBatches(-1)
+	batch := batches[0]
 	col.startPass(true, batch)
 	s.col = col
 	err := s.run(sg.layer, false)
