@@ -412,6 +412,9 @@ func compatible(a, b *Stats) error {
 			return fmt.Errorf("%s: %s%s: %v, but %v in %s: %s do not merge", b.name(), keyPrefix, k.name, k.vb, k.va, a.name(), what)
 		}
 	}
+	if len(a.Linear) == len(b.Linear) && (len(a.Acts) == 0) != (len(b.Acts) == 0) {
+		return fmt.Errorf("%s: %d activations, but %d in %s: statistics of the linear inputs only (calibrate --linear-only) and of every activation do not merge", b.name(), len(b.Acts), len(a.Acts), a.name())
+	}
 	if len(a.Linear) != len(b.Linear) || len(a.Acts) != len(b.Acts) {
 		return fmt.Errorf("%s: %d linear inputs and %d activations, but %d and %d in %s: statistics of different models do not merge", b.name(), len(b.Linear), len(b.Acts), len(a.Linear), len(a.Acts), a.name())
 	}
