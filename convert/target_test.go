@@ -165,12 +165,12 @@ func TestTargetBPWStories260k(t *testing.T) {
 // TestTargetBPWStories3m: at the bits per weight of Q4_K_M over the linear layers, the
 // --target-bpw file of stories3m (sensitivities on 4 windows of 128 tokens, statistics of 4096
 // tokens) scores a KL on held-out text below 0.8× that of llama.cpp's Q4_K_M with the same
-// importance matrix (0.67× when written), and below uniform GPTQ's into Q4_K_M's mix; the
-// --target-size file of the Q4_K_M file's bytes, whose token embedding and output are chosen
-// too, scores below that. With the whole calibration text and 16 windows: 0.002725 and
-// 0.001641 against 0.005296 for llama-quantize with llama-imatrix's matrix (0.51× and 0.31×,
-// docs/quality.md). Then stock llama.cpp runs a file made from the same sensitivities
-// (interopTarget).
+// importance matrix (0.67× when written; with the i-quants and the ends chosen within their
+// bytes, as before them), and below uniform GPTQ's into Q4_K_M's mix; the --target-size file
+// of the Q4_K_M file's bytes scores below that. With the whole calibration text and 16
+// windows: 0.002281 and 0.001641 against 0.005296 for llama-quantize with llama-imatrix's
+// matrix (0.43× and 0.31×, docs/quality.md). Then the sensitivity file is extended from fewer
+// types (extendTarget) and stock llama.cpp runs an i-quant mix made from it (interopTarget).
 func TestTargetBPWStories3m(t *testing.T) {
 	dir := "../testdata/models/stories3m"
 	tmp := t.TempDir()
