@@ -444,6 +444,9 @@ func (p *Plan) Text() string {
 		src := "measured now"
 		if !tg.Measured {
 			src = "read from " + tg.Sensitivity
+			if len(tg.Added) > 0 {
+				src += ", extended with " + strings.Join(tg.Added, ", ") + " and written back"
+			}
 		} else if tg.Sensitivity != "" {
 			src += ", written to " + tg.Sensitivity
 		}

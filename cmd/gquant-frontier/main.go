@@ -4,12 +4,15 @@
 //
 //	gquant-frontier --csv points.csv 'llama.cpp + imatrix:Q4_K_M=q4_k_m.verify.json' …
 //	gquant-frontier --from points.csv --png frontier.png --table
+//	gquant-frontier --from points.csv --table --against 'llama.cpp + imatrix'
 //
 // An argument SERIES:LABEL=REPORT adds the report's point to the series; --csv writes every
 // point (series, label, bpw over the linear layers and over every weight, KL mean and its
 // standard error) in the order given; --from reads such a file instead of reports. --plot
-// names the series drawn (all by default); the first one drawn has its points labelled. The
-// same points always give the same bytes.
+// names the series drawn (all by default); the first one drawn has its points labelled.
+// --table prints the points; with --against SERIES, a comparison instead: one row per label
+// of that series, with the KL of every other series (those of --plot, when given) at the same
+// label and its ratio to that series'. The same points always give the same bytes.
 package main
 
 import (
@@ -64,6 +67,7 @@ func run(args []string, stdout io.Writer) error {
 	title := fs.String("title", "", "the plot's title")
 	drawn := fs.StringArray("plot", nil, "a series to draw (repeatable; default: every series)")
 	x := fs.String("x", "linear", "the plot's abscissa: bits per weight over the linear layers (linear) or over every weight (all: the file's size)")
+	against := fs.String("against", "", "with --table: compare the other series (those of --plot, when given) with this one, label by label")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -100,7 +104,16 @@ func run(args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	if *table {
+	switch {
+	case *against != "" && !*table:
+		return usageError{fmt.Errorf("--against goes with --table")}
+	case *against != "":
+		t, err := comparison(pts, *against, *drawn)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, t)
+	case *table:
 		fmt.Fprint(stdout, markdown(pts))
 	}
 	return nil
@@ -188,6 +201,60 @@ func markdown(pts []point) string {
 		fmt.Fprintf(&b, "| %s | %s | %.4f | %.4f | %.6f ± %.6f |\n", p.Series, p.Label, p.BPWLinear, p.BPW, p.KL, p.KLErr)
 	}
 	return b.String()
+}
+
+// comparison is the table of --against: a row per label of the series base, in order, with its
+// bits per weight over the linear layers and KL, then each other series' KL at the label and
+// its ratio to base's (empty where the series has no such label). others names the series
+// compared (nil: every other one, in order of appearance).
+func comparison(pts []point, base string, others []string) (string, error) {
+	var order []string
+	at := map[string]map[string]point{}
+	for _, p := range pts {
+		if at[p.Series] == nil {
+			at[p.Series] = map[string]point{}
+			order = append(order, p.Series)
+		}
+		at[p.Series][p.Label] = p
+	}
+	if at[base] == nil {
+		return "", usageError{fmt.Errorf("--against %q: no such series (%s)", base, strings.Join(order, "; "))}
+	}
+	if others == nil {
+		others = order
+	}
+	var cols []string
+	for _, s := range others {
+		switch {
+		case at[s] == nil:
+			return "", usageError{fmt.Errorf("--plot %q: no such series (%s)", s, strings.Join(order, "; "))}
+		case s != base:
+			cols = append(cols, s)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| label | bpw linear | " + base)
+	sep := "|---|---|---"
+	for _, s := range cols {
+		b.WriteString(" | " + s + " | ratio")
+		sep += "|---|---"
+	}
+	b.WriteString(" |\n" + sep + "|\n")
+	for _, p := range pts {
+		if p.Series != base {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s | %.4f | %.6f", p.Label, p.BPWLinear, p.KL)
+		for _, s := range cols {
+			if q, ok := at[s][p.Label]; ok {
+				fmt.Fprintf(&b, " | %.6f | %.2f", q.KL, q.KL/p.KL)
+			} else {
+				b.WriteString(" | | ")
+			}
+		}
+		b.WriteString(" |\n")
+	}
+	return b.String(), nil
 }
 
 // palette colours the series in the order they first appear.

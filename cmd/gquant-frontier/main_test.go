@@ -62,3 +62,37 @@ func TestFrontier(t *testing.T) {
 		}
 	}
 }
+
+// TestAgainst: --against compares the other series with one, label by label (KL and ratio,
+// empty where a series lacks the label), and names an unknown series as a usage error.
+func TestAgainst(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "p.csv")
+	rows := "series,label,bpw_linear,bpw,kl_mean,kl_mean_err\n" +
+		"llama,Q3_K_M,3.85,3.9,0.016,0.0004\nllama,Q4_K_M,4.8,4.9,0.0054,0.0002\n" +
+		"gquant,Q4_K_M,4.8,4.88,0.0027,0.0001\nother,Q3_K_M,3.8,3.9,0.012,0.0003\n"
+	if err := os.WriteFile(csv, []byte(rows), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run([]string{"--from", csv, "--table", "--against", "llama"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	want := "| label | bpw linear | llama | gquant | ratio | other | ratio |\n|---|---|---|---|---|---|---|\n" +
+		"| Q3_K_M | 3.8500 | 0.016000 | |  | 0.012000 | 0.75 |\n" +
+		"| Q4_K_M | 4.8000 | 0.005400 | 0.002700 | 0.50 | |  |\n"
+	if out.String() != want {
+		t.Errorf("comparison:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	if err := run([]string{"--from", csv, "--table", "--against", "llama", "--plot", "gquant"}, &out); err != nil || strings.Contains(out.String(), "other") {
+		t.Errorf("--plot gquant: %v\n%s", err, out.String())
+	}
+	for _, bad := range [][]string{{"--from", csv, "--table", "--against", "nope"}, {"--from", csv, "--against", "llama"}} {
+		if err := run(bad, &out); err == nil {
+			t.Errorf("%q accepted", bad)
+		} else if _, ok := err.(usageError); !ok {
+			t.Errorf("%q: %v is not a usage error", bad, err)
+		}
+	}
+}
