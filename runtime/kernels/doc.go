@@ -11,8 +11,9 @@
 //     (W4A16-style).
 //   - ActQuant: the activations are first converted exactly as llama.cpp's CPU backend converts
 //     them for that weight type (its vec_dot_type): Q8_0 blocks for Q4_0, Q5_0, Q8_0 and IQ4_NL;
-//     Q8_1 blocks for Q4_1 and Q5_1; Q8_K super-blocks for Q4_K, Q5_K, Q6_K, Q2_K, Q3_K and
-//     IQ4_XS; fp16 or bf16 rounding for F16 and BF16 weights. The block products are then
+//     Q8_1 blocks for Q4_1 and Q5_1; Q8_K super-blocks for Q4_K, Q5_K, Q6_K, Q2_K, Q3_K,
+//     IQ4_XS, the i-quants on a grid (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) and
+//     the ternary types (TQ1_0, TQ2_0); fp16 or bf16 rounding for F16 and BF16 weights. The block products are then
 //     integer dot products, so the result equals llama.cpp's up to the order of float
 //     additions (W4A8-style).
 //
@@ -55,6 +56,9 @@
 // Q2_K, Q3_K and IQ4_XS (llama.cpp's Q2_K, Q3_K_* and IQ4_XS files): generic Go ports of
 // ggml's *_generic dot products, and AVX-512 GEMV and GEMM kernels in the K-quant layout (no
 // float-activation assembly yet).
+//
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0 and TQ2_0 (iquant.go): ports of
+// ggml's dequantize_row_* and ggml_vec_dot_*_q8_K_generic, on formats/gguf's grids.
 //
 // gqf integer weights (group.go): NewGroupMatrix packs gqf's int4 groups (G = 16 … 256,
 // asymmetric with uint8 zero points or symmetric, LPBQ included once its scales are multiplied
