@@ -57,8 +57,16 @@
 // ggml's *_generic dot products, and AVX-512 GEMV and GEMM kernels in the K-quant layout (no
 // float-activation assembly yet).
 //
-// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0 and TQ2_0 (iquant.go): ports of
-// ggml's dequantize_row_* and ggml_vec_dot_*_q8_K_generic, on formats/gguf's grids.
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0 and TQ2_0 (llama.cpp's i-quant
+// and ternary files): generic Go ports of ggml's dequantize_row_* and
+// ggml_vec_dot_*_q8_K_generic on formats/gguf's grids (iquant.go), and AVX-512 GEMV and GEMM
+// kernels (gemv_iq_amd64.s, gemm_iq_amd64.s) over a packed copy whose grid points are decoded
+// at Pack time into the K-quant lanes (pack.go): 2-bit codes plus one bit plane for IQ2_* and
+// IQ1_* (116 bytes per 256 weights), a nibble per value for IQ3_* (148), 2-bit trits for TQ*_0
+// (68). A step of 64 values is then a shift, a mask, a masked add from the bit plane and one
+// VPSHUFB before VPDPBUSD; the per-lane integer sums, exact, are scaled as ggml's (sub-block
+// scale 2s+1, IQ1's ±1/8 delta as an eighth), then d·d_a in float. No float-activation assembly
+// for them (the runtime widens them to F32 in that mode where quantize can decode them).
 //
 // gqf integer weights (group.go): NewGroupMatrix packs gqf's int4 groups (G = 16 … 256,
 // asymmetric with uint8 zero points or symmetric, LPBQ included once its scales are multiplied
