@@ -50,8 +50,9 @@
 // and IQ4_XS (B tiles built from the packed copy in assembly, amx_buildb_amd64.s), but by
 // default only the batches for which the tiles measured faster than avx512vnni use them
 // (amxTileTokens: Q4_0, IQ4_NL, Q5_0 and Q8_0 from 512 tokens; the K-quants never, their
-// tiles being no faster; BenchmarkAMXSpeedup measures it). The "amx" implementation is never
-// meant to be slower than "avx512vnni" on a product it handles.
+// tiles being no faster; BenchmarkAMXSpeedup measures it); the i-quants and ternary types have
+// no tile kernels and run avx512vnni's. The "amx" implementation is never meant to be slower
+// than "avx512vnni" on a product it handles.
 //
 // Q2_K, Q3_K and IQ4_XS (llama.cpp's Q2_K, Q3_K_* and IQ4_XS files): generic Go ports of
 // ggml's *_generic dot products, and AVX-512 GEMV and GEMM kernels in the K-quant layout (no
@@ -67,6 +68,7 @@
 // VPSHUFB before VPDPBUSD; the per-lane integer sums, exact, are scaled as ggml's (sub-block
 // scale 2s+1, IQ1's ±1/8 delta as an eighth), then d·d_a in float. No float-activation assembly
 // for them (the runtime widens them to F32 in that mode where quantize can decode them).
+// BenchmarkIQMatVec measures their decode beside Q4_K's.
 //
 // gqf integer weights (group.go): NewGroupMatrix packs gqf's int4 groups (G = 16 … 256,
 // asymmetric with uint8 zero points or symmetric, LPBQ included once its scales are multiplied
