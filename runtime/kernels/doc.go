@@ -64,11 +64,11 @@
 // kernels (gemv_iq_amd64.s, gemm_iq_amd64.s) over a packed copy whose grid points are decoded
 // at Pack time into the K-quant lanes (pack.go): 2-bit codes plus one bit plane for IQ2_* and
 // IQ1_* (116 bytes per 256 weights), a nibble per value for IQ3_* (148), 2-bit trits for TQ*_0
-// (68). A step of 64 values is then a shift, a mask, a masked add from the bit plane and one
-// VPSHUFB before VPDPBUSD; the per-lane integer sums, exact, are scaled as ggml's (sub-block
-// scale 2s+1, IQ1's ±1/8 delta as an eighth), then d·d_a in float. No float-activation assembly
-// for them (the runtime widens them to F32 in that mode where quantize can decode them).
-// BenchmarkIQMatVec measures their decode beside Q4_K's.
+// (66, a TQ2_0 block's size). A step of 64 values is then a shift, a mask, a masked add from
+// the bit plane and one VPSHUFB before VPDPBUSD; the per-lane integer sums, exact, are scaled
+// as ggml's (sub-block scale 2s+1, IQ1's ±1/8 delta as an eighth), then d·d_a in float. No
+// float-activation assembly for them (the runtime widens them to F32 in that mode where
+// quantize can decode them). BenchmarkIQMatVec measures their decode beside Q4_K's.
 //
 // gqf integer weights (group.go): NewGroupMatrix packs gqf's int4 groups (G = 16 … 256,
 // asymmetric with uint8 zero points or symmetric, LPBQ included once its scales are multiplied

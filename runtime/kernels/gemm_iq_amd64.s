@@ -84,7 +84,9 @@
 #define GRID3SC \
 	VPMOVZXBD    128(R12), Z20 \
 	VBROADCASTSS 144(R12), Z22
-#define TERNSC VBROADCASTSS 64(R12), Z22
+#define TERNSC \
+	VPBROADCASTW 64(R12), Y22 \
+	VCVTPH2PS    Y22, Z22
 
 // Inits: the masks (LOAD_GEMM_ARGS leaves 0x0f in Z31) and the table.
 #define CRUMBMASKS \
@@ -204,9 +206,9 @@ TEXT ·gemmIQ3Sx4(SB), NOSPLIT, $0-72
 // func gemmTQx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmTQx8(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	IQGEMM8_BODY(CRUMBMASKS, TERNSC, CRUMBS4, TFIN, 68)
+	IQGEMM8_BODY(CRUMBMASKS, TERNSC, CRUMBS4, TFIN, 66)
 
 // func gemmTQx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
 TEXT ·gemmTQx4(SB), NOSPLIT, $0-72
 	LOAD_GEMM_ARGS(8)
-	IQGEMM4_BODY(CRUMBMASKS, TERNSC, CRUMBS4, TFIN, 68)
+	IQGEMM4_BODY(CRUMBMASKS, TERNSC, CRUMBS4, TFIN, 66)

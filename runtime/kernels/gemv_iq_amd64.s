@@ -179,14 +179,15 @@ TEXT ·gemvIQ3_S(SB), NOSPLIT, $0-64
 	VBROADCASTI32X4 ·iq3SLUT(SB), Z24
 	GRID3_BODY
 
-// TERN_BODY: TQ1_0, TQ2_0 (groups of 68 bytes: crumbs, d at 64): the trits are the unsigned
-// bytes; the offset 1 is removed with the Q8_K sums, there is no lane scale.
+// TERN_BODY: TQ1_0, TQ2_0 (groups of 66 bytes: crumbs, fp16 d at 64): the trits are the
+// unsigned bytes; the offset 1 is removed with the Q8_K sums, there is no lane scale.
 #define TERN_BODY \
 row:                          \
 	ROW_START                  \
 group:                        \
 	VMOVDQU64 (R12), Z16       \
-	VMOVSS    64(R12), X11     \
+	VPBROADCASTW 64(R12), X11  \
+	VCVTPH2PS X11, X11         \
 	VMULSS    64(R14), X11, X11 \
 	VBROADCASTSS X11, Z11      \
 	PF2                        \
@@ -204,7 +205,7 @@ group:                        \
 	VPSUBD    (R14), Z0, Z0    \
 	VCVTDQ2PS Z0, Z0           \
 	VFMADD231PS Z11, Z0, Z30   \
-	NEXTG(68)                  \
+	NEXTG(66)                  \
 	JNE group                  \
 	ROW_END                    \
 	JNE row                    \

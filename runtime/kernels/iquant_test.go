@@ -133,9 +133,9 @@ func iqPackedValue(t WType, g []byte, e int) float64 {
 		}
 	}
 	gb, _ := groupBytes(t)
-	d := float64(math.Float32frombits(le32(g[gb-4:])))
 	if t == TQ1_0 || t == TQ2_0 {
-		return float64(v) * d
+		return float64(v) * refHalf(u16(g[64:]))
 	}
+	d := float64(math.Float32frombits(le32(g[gb-4:])))
 	return float64(v) * float64(g[gb-20+pos/4]) * d
 }

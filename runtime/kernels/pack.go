@@ -39,7 +39,7 @@ import (
 //	              crumbs[64] plane[4]u64 ls[16] d f32          116 (ggml: 66, 74, 82, 50, 56)
 //	IQ3_XXS, IQ3_S
 //	              nibbles[128] ls[16] d f32                    148 (ggml: 98, 110)
-//	TQ1_0, TQ2_0  crumbs[64] d f32                              68 (ggml: 54, 66)
+//	TQ1_0, TQ2_0  crumbs[64] d f16                              66 (ggml: 54, 66)
 //
 // hi[s] has bit 4j+b set when the value at step s, byte 4j+b has its bit 4 set (the fifth bit);
 // hi2 byte 4j+b holds in bits 2s, 2s+1 bits 4-5 of the value at step s. Q4_0 and IQ4_NL keep
@@ -58,7 +58,8 @@ import (
 // per value, the magnitude's rank among the grid's 8 values plus 8 for a minus sign. TQ*_0: the
 // trit (0..2, value − 1). ls is each lane's integer sub-block scale (2s+1: lanes of 32-element
 // sub-blocks repeat it), d the super-block scale as float32 with the type's constant factor
-// (1/8 for IQ2_* and IQ1_*, 1/4 for IQ3_XXS) folded in: exact, a power of two. The kernels map
+// (1/8 for IQ2_* and IQ1_*, 1/4 for IQ3_XXS) folded in: exact, a power of two (TQ*_0 keep
+// their fp16 d, so that a group is as long as a TQ2_0 block). The kernels map
 // codes to values + 64 (IQ1: 8·value ± 1 + 16) with one VPSHUFB table (iqLUT).
 
 // packed is a repacked copy of a matrix.
@@ -97,7 +98,7 @@ func groupBytes(t WType) (bytes, lane int) {
 	case IQ3_XXS, IQ3_S:
 		return 148, 16
 	case TQ1_0, TQ2_0:
-		return 68, 16
+		return 66, 16
 	}
 	return 0, 0
 }
@@ -465,15 +466,12 @@ func packIQRow(t WType, dst, src []byte) {
 				}
 			}
 		}
-		tail := out[gb-4-16:]
-		switch t {
-		case TQ1_0, TQ2_0:
-			tail = out[gb-4:]
-		default:
-			copy(tail, ls[:])
-			tail = tail[16:]
+		if t == TQ1_0 || t == TQ2_0 {
+			binary.LittleEndian.PutUint16(out[64:], f32ToF16(d)) // exact: d came from an fp16
+			continue
 		}
-		binary.LittleEndian.PutUint32(tail, math.Float32bits(d))
+		copy(out[gb-20:], ls[:])
+		binary.LittleEndian.PutUint32(out[gb-4:], math.Float32bits(d))
 	}
 }
 
