@@ -59,8 +59,8 @@ import (
 // trit (0..2, value − 1). ls is each lane's integer sub-block scale (2s+1: lanes of 32-element
 // sub-blocks repeat it), d the super-block scale as float32 with the type's constant factor
 // (1/8 for IQ2_* and IQ1_*, 1/4 for IQ3_XXS) folded in: exact, a power of two (TQ*_0 keep
-// their fp16 d, so that a group is as long as a TQ2_0 block). The kernels map
-// codes to values + 64 (IQ1: 8·value ± 1 + 16) with one VPSHUFB table (iqLUT).
+// their fp16 d, so that a group is as long as a TQ2_0 block). The kernels map codes to
+// values + 64 (IQ1: 8·value ± 1 + 16) with one VPSHUFB table (iqLUT).
 
 // packed is a repacked copy of a matrix.
 type packed struct {
