@@ -53,6 +53,9 @@ var avx512Impl = &implTable{
 	dotRows:  dotRowsAsm,
 	axpyRows: axpyRowsAsm,
 
+	attnScores: attnScoresAVX512,
+	attnValues: attnValuesAVX512,
+
 	sumSquares: sumSquaresAsm,
 	scaleMul:   scaleMulAsm,
 	add:        addAsm,
