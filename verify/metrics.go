@@ -2,8 +2,11 @@ package verify
 
 import (
 	"math"
+	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gquant/gquant/runtime/kernels"
 )
 
 // LogSoftmax writes the log-probabilities of logits into dst (len(dst) ≥ len(logits)), computed
@@ -98,7 +101,8 @@ type Accumulator struct {
 	logits         energy
 	haveLogits     bool // every position brought reference logits
 	layers         []energy
-	pos            []posStats // scratch of the Rows methods
+	pos            []posStats  // scratch of the Rows methods
+	scratch        [][]float32 // a vocabulary row per goroutine of the Rows methods
 }
 
 // NewAccumulator returns an Accumulator for a vocabulary of the given size and n hidden layers
@@ -127,14 +131,14 @@ func (a *Accumulator) AddLive(ref, test []float32, next int) {
 // goroutines. The result is the same whatever workers is.
 func (a *Accumulator) AddLiveRows(ref, test []float32, next []int, workers int) {
 	V := a.vocab
-	a.rows(len(next), workers, func(j int) posStats {
+	a.rows(len(next), workers, func(j int, _ []float32) posStats {
 		return liveStats(ref[j*V:(j+1)*V], test[j*V:(j+1)*V], next[j])
 	})
 }
 
 // liveStats computes a position's metrics from both models' logits x (ref) and y (test), in
 // two passes over the vocabulary: the maxima, top-1s and SNR sums; then the sums of the
-// exponentials, in float64, and with them KL(p‖q) = Σ p_i·(x_i − y_i) + lse(y) − lse(x)
+// exponentials, in float64 (kernels.ExpSums), and with them KL(p‖q) = Σ p_i·(x_i − y_i) + lse(y) − lse(x)
 // (p = softmax(x), q = softmax(y), lse = log Σ exp: log p_i − log q_i = x_i − y_i − lse(x) +
 // lse(y), and Σ p_i = 1), the terms with p_i = 0 left out. The log-probabilities of next are
 // LogSoftmax's.
@@ -160,16 +164,7 @@ func liveStats(ref, test []float32, next int) posStats {
 	}
 	ps.logits = energy{signal: sig, noise: noise, peak: peak, n: len(ref)}
 	mx, my := float64(mr), float64(mt)
-	var sx, sy, w float64
-	for i, r := range ref {
-		x, y := float64(r), float64(test[i])
-		e := math.Exp(x - mx)
-		sx += e
-		if e != 0 {
-			w += e * (x - y)
-		}
-		sy += math.Exp(y - my)
-	}
+	sx, sy, w := kernels.ExpSums(ref, test, mx, my)
 	lx, ly := mx+math.Log(sx), my+math.Log(sy) // NaN when a logit is (a NaN maximum or sum)
 	ps.kl = w/sx + (ly - lx)
 	ps.sameTop = ir == it
@@ -186,7 +181,10 @@ func liveStats(ref, test []float32, next int) posStats {
 // available for the whole comparison, and a next token below the row's floor counts with the
 // floor's log-probability in the reference's perplexity (llama.cpp's bias).
 func (a *Accumulator) AddCached(row RefRow, refLogits, test []float32, next int) {
-	a.addPos(cachedStats(row, refLogits, test, next))
+	if len(a.scratch) == 0 {
+		a.scratch = append(a.scratch, make([]float32, a.vocab))
+	}
+	a.addPos(cachedStats(row, refLogits, test, next, a.scratch[0]))
 }
 
 // AddCachedRows adds len(next) scored positions, rows[j], row j of refLogits (nil: none) and
@@ -194,65 +192,83 @@ func (a *Accumulator) AddCached(row RefRow, refLogits, test []float32, next int)
 // computing them on up to workers goroutines. The result is the same whatever workers is.
 func (a *Accumulator) AddCachedRows(rows []RefRow, refLogits, test []float32, next []int, workers int) {
 	V := a.vocab
-	a.rows(len(next), workers, func(j int) posStats {
+	a.rows(len(next), workers, func(j int, lp []float32) posStats {
 		var r []float32
 		if refLogits != nil {
 			r = refLogits[j*V : (j+1)*V]
 		}
-		return cachedStats(rows[j], r, test[j*V:(j+1)*V], next[j])
+		return cachedStats(rows[j], r, test[j*V:(j+1)*V], next[j], lp)
 	})
 }
 
-// cachedStats computes AddCached's metrics of one position.
-func cachedStats(row RefRow, refLogits, test []float32, next int) posStats {
+// cachedStats computes AddCached's metrics of one position; lp is scratch of the vocabulary's
+// size. The row's log-probabilities lp_i above −16 (RefRow.LogProbs' float32 values; −∞
+// for the others) go through kernels.ExpSums with the test's logits y, which gives
+// s = Σ e^lp_i, the test's Σ e^(y_i − max y) and w = Σ e^lp_i·(lp_i − y_i): then
+// KL = Σ e^lp_i·(lp_i − (y_i − lse(y))) = w + lse(y)·s.
+func cachedStats(row RefRow, refLogits, test []float32, next int, lp []float32) posStats {
 	var ps posStats
 	if refLogits == nil {
 		ps.noLogits = true
 	} else {
 		ps.logits.sums(refLogits, test)
 	}
-	ly := logSumExp(test)
 	scale, mn := row.Scale(), row.MinLogProb()
 	q := row[4 : 4+len(test)]
-	var kl float64
-	top, best := 0, math.Inf(-1)
+	lp = lp[:len(q)]
+	top, best := 0, float32(math.Inf(-1))
+	mt, it := test[0], 0
+	// The codes below c0 have log-probabilities at or below −16 (they grow with the code when
+	// scale ≥ 0; a row with another scale is compared entry by entry): their lp is −∞, set
+	// without a branch (the comparison would be a coin toss for the branch predictor).
+	lpOf := func(c uint16) float32 { return float32(scale*float32(c)) + mn } // RefRow.LogProbs
+	c0, monotone := 0, scale >= 0
+	if monotone {
+		c0 = sort.Search(1<<16, func(c int) bool { return float64(lpOf(uint16(c))) > -16 })
+	}
 	for i, c := range q {
-		lp := float64(float32(scale*float32(c)) + mn) // RefRow.LogProbs
-		if lp > best || i == 0 {
-			top, best = i, lp
+		v := lpOf(c)
+		if v > best || i == 0 {
+			top, best = i, v
 		}
-		if lp > -16 {
-			kl += math.Exp(lp) * (lp - (float64(test[i]) - ly))
+		m := uint32((int32(c) - int32(c0)) >> 31) // all ones below c0
+		if !monotone {
+			m = 0
+			if !(float64(v) > -16) {
+				m = ^uint32(0)
+			}
+		}
+		lp[i] = math.Float32frombits(math.Float32bits(v)&^m | 0xff800000&m)
+		if y := test[i]; y > mt {
+			mt, it = y, i
 		}
 	}
-	ps.kl = kl
-	ps.sameTop = top == Argmax(test)
-	lp := float64(float32(scale*float32(q[next])) + mn)
+	s, sy, w := kernels.ExpSums(lp, test, 0, float64(mt))
+	ly := float64(mt) + math.Log(sy) // NaN when a logit is
+	ps.kl = w + ly*s
+	ps.sameTop = top == it
+	lr := float64(float32(scale*float32(q[next])) + mn)
 	if refLogits != nil && q[next] == 0 {
 		// The next token lies at or below the row's floor (16 nats under the top), where the
 		// row keeps no value: take its log-probability from the stored logits instead, so
 		// that the reference's perplexity is not biased low as llama.cpp's PPL(base) is.
-		lp = logSoftmaxAt(refLogits, next)
+		lr = logSoftmaxAt(refLogits, next)
 	}
 	lq := float64(test[next]) - ly
-	ps.dp = math.Exp(lq) - math.Exp(lp)
-	ps.nllRef, ps.nllTst = -lp, -lq
+	ps.dp = math.Exp(lq) - math.Exp(lr)
+	ps.nllRef, ps.nllTst = -lr, -lq
 	return ps
 }
 
-// logSumExp returns log Σ exp(x_i) as LogSoftmax computes it: max + log Σ exp(x_i − max), in
-// float64 (NaN when x holds a NaN).
+// logSumExp returns log Σ exp(x_i) = max + log Σ exp(x_i − max) in float64 (kernels.ExpSum;
+// NaN when x holds a NaN).
 func logSumExp(x []float32) float64 {
 	m := x[0]
 	for _, v := range x {
 		m = max(m, v) // NaN if any is
 	}
 	mf := float64(m)
-	var s float64
-	for _, v := range x {
-		s += math.Exp(float64(v) - mf)
-	}
-	return mf + math.Log(s)
+	return mf + math.Log(kernels.ExpSum(x, mf))
 }
 
 // logSoftmaxAt returns the log-probability of entry i of logits, in float64.
@@ -260,25 +276,28 @@ func logSoftmaxAt(logits []float32, i int) float64 {
 	return float64(logits[i]) - logSumExp(logits)
 }
 
-// rows computes n positions' metrics with f on up to workers goroutines, then adds them in order.
-func (a *Accumulator) rows(n, workers int, f func(j int) posStats) {
+// rows computes n positions' metrics with f on up to workers goroutines, then adds them in
+// order; f gets the position and a scratch row of the vocabulary's size, its goroutine's own.
+func (a *Accumulator) rows(n, workers int, f func(j int, scratch []float32) posStats) {
 	if cap(a.pos) < n {
 		a.pos = make([]posStats, n)
 	}
 	ps := a.pos[:n]
 	workers = max(1, min(workers, n))
+	for len(a.scratch) < workers {
+		a.scratch = append(a.scratch, make([]float32, a.vocab))
+	}
 	var next atomic.Int64
+	run := func(w int) {
+		for j := int(next.Add(1) - 1); j < n; j = int(next.Add(1) - 1) {
+			ps[j] = f(j, a.scratch[w])
+		}
+	}
 	var wg sync.WaitGroup
-	for range workers - 1 {
-		wg.Go(func() {
-			for j := int(next.Add(1) - 1); j < n; j = int(next.Add(1) - 1) {
-				ps[j] = f(j)
-			}
-		})
+	for w := 1; w < workers; w++ {
+		wg.Go(func() { run(w) })
 	}
-	for j := int(next.Add(1) - 1); j < n; j = int(next.Add(1) - 1) {
-		ps[j] = f(j)
-	}
+	run(0)
 	wg.Wait()
 	for _, p := range ps {
 		a.addPos(p)

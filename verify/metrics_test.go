@@ -216,6 +216,22 @@ func TestRowsMatchOneByOne(t *testing.T) {
 		if got := one.kl[j]; !(math.Abs(got-want) <= 1e-12*(1+math.Abs(want))) && !(math.IsInf(got, 1) && math.IsInf(want, 1)) {
 			t.Errorf("position %d: KL %v, from the log-probabilities %v", j, got, want)
 		}
+		// llama-perplexity's KL from the stored row: the terms above −16 nats.
+		rows[j].LogProbs(lp)
+		want, floor := 0, 0
+		for i, l := range lp {
+			if l > -16 {
+				want += math.Exp(l) * (l - lq[i])
+			} else {
+				floor++
+			}
+		}
+		if got := cached.kl[j]; !(math.Abs(got-want) <= 1e-12*(1+math.Abs(want))) && !(math.IsInf(got, 1) && math.IsInf(want, 1)) {
+			t.Errorf("position %d: cached KL %v, from the row's log-probabilities %v (%d at the floor)", j, got, want, floor)
+		}
+		if floor == 0 || floor == V {
+			t.Fatalf("position %d: %d of %d log-probabilities at the floor: the test does not cross it", j, floor, V)
+		}
 	}
 	same := func(what string, a, b *Accumulator) {
 		t.Helper()

@@ -61,6 +61,10 @@ type implTable struct {
 	attnScores func(s, q [4]*float32, k *float32, blkStride, nblk, hd int, scale float32)
 	attnValues func(o, p [4]*float32, nq int, v *float32, ldv, rows, hd int)
 
+	// Sums of float64 exponentials (expsum.go); nil: generic Go.
+	expSums func(x, y *float32, n int, mx, my float64) (sx, sy, w float64)
+	expSum  func(x *float32, n int, m float64) float64
+
 	sumSquares func(x *float32, n int) float64
 	scaleMul   func(dst, x, w *float32, n int, scale float32)
 	add        func(dst, x *float32, n int)

@@ -55,6 +55,8 @@ var avx512Impl = &implTable{
 
 	attnScores: attnScoresAVX512,
 	attnValues: attnValuesAVX512,
+	expSums:    expSumsAsm,
+	expSum:     expSumAsm,
 
 	sumSquares: sumSquaresAsm,
 	scaleMul:   scaleMulAsm,
