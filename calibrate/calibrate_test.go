@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/hf/synth"
 	"github.com/gquant/gquant/formats/imatrix"
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/quantize"
@@ -590,61 +591,72 @@ func TestReadStatsMalformed(t *testing.T) {
 }
 
 // TestHessianReadWhenUsed checks that a statistics file's Hessians are read at use, and that
-// a file that changed or vanished since ReadStats gives an error naming it.
+// a file that changed or vanished since ReadStats gives an error naming it; in both forms of
+// the exact Hessians: float64s (two chunks in one fold group) and 128-bit pairs (two groups).
 func TestHessianReadWhenUsed(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "h.stats")
-	calib(t, Options{Ctx: 64, Tokens: 128, Hessian: true, Output: path})
-	s, err := stats.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := s.Linear[0].Weight
-	if h, n, err := s.Hessian(w); err != nil || len(h) != n*n || n == 0 {
-		t.Fatalf("Hessian(%s): %d values, n %d, %v", w, len(h), n, err)
-	}
-	// A negative diagonal element (a Σx²) written into the exact triangle: the Hessian read
-	// earlier now fails (the file changed), and reading the statistics again rejects the
-	// file, naming the tensor.
-	gf, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const tensor = ".hessian_exact"
-	i, ok := gf.TensorIndex(w + tensor)
-	if !ok {
-		t.Fatalf("%s%s not in the file", w, tensor)
-	}
-	cols := s.Linear[0].Cols
-	diag := cols + cols - 1 // the triangle index of element (2, 2): rows 0 and 1 hold c and c−1
-	off := int64(gf.DataOffset+gf.Tensors[i].Offset) + 16*int64(diag) + 8
-	gf.Close()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	neg := make([]byte, 8)
-	binary.LittleEndian.PutUint64(neg, 1<<63) // the high word's sign bit
-	_, err = f.WriteAt(neg, off)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	future := time.Now().Add(time.Hour)
-	if err := os.Chtimes(path, future, future); err != nil { // a new stamp even on coarse clocks
-		t.Fatal(err)
-	}
-	if _, _, err := s.Hessian(w); err == nil || !strings.Contains(err.Error(), "changed") || !strings.Contains(err.Error(), path) {
-		t.Fatalf("Hessian after the file changed: %v, want an error naming %s", err, path)
-	}
-	if _, err := stats.Read(path); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%s%s[%d]", w, tensor, diag)) ||
-		!strings.Contains(err.Error(), "diagonal element 2 is negative") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("ReadStats with a negative diagonal in %s: %v", w+tensor, err)
-	}
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.Hessian(w); err == nil || !strings.Contains(err.Error(), path) {
-		t.Fatalf("Hessian after the file was removed: %v, want an error naming %s", err, path)
+	for _, fold := range []int{0, 1} {
+		path := filepath.Join(t.TempDir(), "h.stats")
+		calib(t, Options{Ctx: 64, Tokens: 128, Hessian: true, Output: path, FoldChunks: fold})
+		s, err := stats.Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := s.Linear[0].Weight
+		if h, n, err := s.Hessian(w); err != nil || len(h) != n*n || n == 0 {
+			t.Fatalf("Hessian(%s): %d values, n %d, %v", w, len(h), n, err)
+		}
+		// A negative diagonal element (a Σx²) written into the exact triangle: the Hessian
+		// read earlier now fails (the file changed), and reading the statistics again rejects
+		// the file, naming the tensor.
+		gf, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const tensor = ".hessian_exact"
+		i, ok := gf.TensorIndex(w + tensor)
+		if !ok {
+			t.Fatalf("%s%s not in the file", w, tensor)
+		}
+		cols := s.Linear[0].Cols
+		diag := cols + cols - 1 // the triangle index of element (2, 2): rows 0 and 1 hold c and c−1
+		neg := make([]byte, 8)
+		off := int64(gf.DataOffset + gf.Tensors[i].Offset)
+		if compact := gf.Tensors[i].Type == gguf.F64; compact != (fold == 0) {
+			t.Fatalf("fold group %d: %s is %v", fold, w+tensor, gf.Tensors[i].Type)
+		} else if compact {
+			off += 8 * int64(diag)
+			binary.LittleEndian.PutUint64(neg, math.Float64bits(-1))
+		} else {
+			off += 16*int64(diag) + 8
+			binary.LittleEndian.PutUint64(neg, 1<<63) // the high word's sign bit
+		}
+		gf.Close()
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteAt(neg, off)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		future := time.Now().Add(time.Hour)
+		if err := os.Chtimes(path, future, future); err != nil { // a new stamp even on coarse clocks
+			t.Fatal(err)
+		}
+		if _, _, err := s.Hessian(w); err == nil || !strings.Contains(err.Error(), "changed") || !strings.Contains(err.Error(), path) {
+			t.Fatalf("Hessian after the file changed: %v, want an error naming %s", err, path)
+		}
+		if _, err := stats.Read(path); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%s%s[%d]", w, tensor, diag)) ||
+			!strings.Contains(err.Error(), "diagonal element 2 is negative") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("ReadStats with a negative diagonal in %s: %v", w+tensor, err)
+		}
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Hessian(w); err == nil || !strings.Contains(err.Error(), path) {
+			t.Fatalf("Hessian after the file was removed: %v, want an error naming %s", err, path)
+		}
 	}
 }
 
@@ -683,5 +695,68 @@ func TestLinearOnly(t *testing.T) {
 				t.Fatalf("%s: H[%d] differs", a.Weight, j)
 			}
 		}
+	}
+}
+
+// TestImatrixExpertsAgreeWithLlama: on the synthetic Mixtral and Qwen3-MoE checkpoints of
+// testdata/llamacpp (seed 7), 16 chunks of 256 tokens, gquant's per-expert statistics are
+// llama-imatrix's (run on gquant's F16 GGUF, fp16 attention): the same entries (one per stack
+// of experts, of one matrix per expert), the same tokens routed to every expert but for the
+// few llama.cpp routes otherwise where two experts' logits nearly tie (at most 2 per expert),
+// and Σx² within 2e-3 (relative L1 per matrix) plus what those few tokens contribute.
+func TestImatrixExpertsAgreeWithLlama(t *testing.T) {
+	for _, name := range []string{"tiny-mixtral", "tiny-qwen3moe"} {
+		t.Run(name, func(t *testing.T) {
+			spec, err := synth.Preset(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), name)
+			if err := synth.Generate(dir, spec, synth.Options{Seed: 7}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := Calibrate(dir, Options{Corpus: "../testdata/corpora/tinystories-calib.txt", Ctx: 256, Tokens: 4096, Threads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := res.Stats.Imatrix(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref, err := imatrix.Read(filepath.Join("..", "testdata", "llamacpp", name+".llama-imatrix.gguf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Entries) != len(ref.Entries) || got.ChunkCount != ref.ChunkCount {
+				t.Fatalf("%d entries of %d chunks, llama-imatrix %d of %d", len(got.Entries), got.ChunkCount, len(ref.Entries), ref.ChunkCount)
+			}
+			var moved, worst float64
+			for _, r := range ref.Entries {
+				g := got.Entry(r.Name)
+				if g == nil || g.Matrices() != r.Matrices() || g.RowLen() != r.RowLen() {
+					t.Fatalf("%s: gquant %+v", r.Name, g)
+				}
+				n := r.RowLen()
+				for x, c := range r.Counts {
+					dc := math.Abs(float64(g.Counts[x] - c))
+					if dc > 2 {
+						t.Errorf("%s: expert %d: %d tokens, llama-imatrix %d", r.Name, x, g.Counts[x], c)
+					}
+					if strings.Contains(r.Name, "ffn_gate_exps") { // a token moved: one expert less, one more
+						moved += dc / 2
+					}
+					var d, s float64
+					for j := x * n; j < (x+1)*n; j++ {
+						d += math.Abs(float64(g.Sum2[j] - r.Sum2[j]))
+						s += float64(r.Sum2[j])
+					}
+					worst = math.Max(worst, d/s)
+					if d/s > 2e-3+2*dc/float64(c) {
+						t.Errorf("%s: matrix %d: Σx² differs by %.3g (relative L1), %d vs %d tokens", r.Name, x, d/s, g.Counts[x], c)
+					}
+				}
+			}
+			t.Logf("%s: %g tokens routed otherwise (all layers), Σx² within %.3g", name, moved, worst)
+		})
 	}
 }

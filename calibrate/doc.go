@@ -3,9 +3,11 @@
 //
 //   - per linear layer input (keyed by the weight's GGUF name, as llama.cpp's imatrix is):
 //     Σx² and the number of rows summed (the importance matrix), Σx, max|x| per input column,
-//     and on request the Hessian XᵀX for GPTQ; each chunk's sums accumulated in float64 (its
-//     tokens in order), then rounded once to a 2⁻⁶⁴ grid and added as 128-bit integers
-//     (stats.Fixed), which makes the sums independent of how the chunks are grouped;
+//     and on request the Hessian XᵀX for GPTQ (kernels.AddGram); each chunk's sums accumulated
+//     in float64 (its tokens in order), the Hessians over a fold group of chunks
+//     (Options.FoldChunks, about 4,096 tokens), then rounded once to a 2⁻⁶⁴ grid and added as
+//     128-bit integers (stats.Fixed), which makes the sums independent of how the chunks (the
+//     fold groups) are split among shards;
 //   - per point of the model's graph (runtime.ActivationNames: every tensor of the lowered
 //     graph): min, max and a histogram.
 //
@@ -28,10 +30,10 @@
 //
 // # Shards
 //
-// Options.Shard evaluates the I-th of N contiguous, disjoint parts of the chunks (Shard): the
-// chunking is the same whatever the shard and each chunk keeps its global index, so that the
-// shards' statistics, merged (stats.MergeFiles, gquant stats merge), are those of one run bit
-// for bit, and the artifacts made from them too. The layer-sequential path (Sequential) runs
+// Options.Shard evaluates the I-th of N contiguous, disjoint parts of the chunks, whole fold
+// groups (Shard): the chunking is the same whatever the shard and each chunk keeps its global
+// index, so that the shards' statistics, merged (stats.MergeFiles, gquant stats merge), are
+// those of one run bit for bit, and the artifacts made from them too. The layer-sequential path (Sequential) runs
 // in one process and keeps its Hessians in float64.
 //
 // The statistics are written in gquant's statistics file (formats/stats), which also reads

@@ -24,12 +24,21 @@ type collector struct {
 	held     bool                          // the current chunk is a held-out one (see HoldoutEvery)
 	hessians map[string]*stats.LinearStats // leaders whose Hessian this pass accumulates
 
-	// exactHessians accumulates the Hessians exactly (Calibrate): each call's float64 partial
-	// XᵀX, summed in hpart, is folded into the weight's ExactSums.Hessian, which the caller
-	// turns into what it needs after the pass (finishExact). Without it (Sequential) they are
-	// summed in float64 into LinearStats.Hessian, as the float sums of one in-process run.
+	// exactHessians accumulates the Hessians exactly (Calibrate): the calls' XᵀX are summed in
+	// float64 in the weight's group partial (parts, c × c) over the chunks of a fold group
+	// (stats.Meta.FoldChunks), which is then rounded to the exact grid once and added to the
+	// weight's ExactSums.Hessian (foldGroup); the last group's partial is added as the
+	// statistics file is written (stats.Writer.WriteHessianSum) or after the pass (finishExact).
+	// The exact triangle is allocated at the first fold only: a run of one group never holds
+	// it. Without exactHessians (Sequential) the Hessians are summed in float64 into
+	// LinearStats.Hessian, as the float sums of one in-process run.
 	exactHessians bool
-	hpart         []float64 // c × c, the largest Hessian's
+	parts         map[string][]float64
+	// foldGroups is the number of fold groups a pass covers: beyond one, Hessians need their
+	// exact triangle beside the partial (hessianBytes), in memory or, when the pass's
+	// triangles do not fit there, in spill, a scratch file.
+	foldGroups int
+	spill      *stats.TriangleFile
 
 	// pool and gram run kernels.AddGram, the Hessians' GEMM (pool: Hessians only).
 	pool *kernels.Pool
@@ -85,83 +94,144 @@ func (c *collector) close() {
 }
 
 // hessianBytes is the memory a Hessian of cols columns takes while it is collected: exactly,
-// its upper triangle of 16-byte integers, 8·c·(c+1) bytes (the float64 partial of a call is
-// shared: see scratchBytes); otherwise the c × c float64 matrix.
-func (c *collector) hessianBytes(cols int) int64 {
-	if c.exactHessians {
-		return 16 * int64(stats.TriangleLen(cols))
+// its c × c float64 group partial, 8·c² bytes, and over more than one fold group its exact
+// upper triangle of 16-byte integers too, 8·c·(c+1) bytes, unless spilled (kept in a file);
+// otherwise the c × c float64 matrix.
+func (c *collector) hessianBytes(cols int, spilled bool) int64 {
+	b := int64(cols) * int64(cols) * 8
+	if c.exactHessians && c.foldGroups > 1 && !spilled {
+		b += 16 * int64(stats.TriangleLen(cols))
 	}
-	return int64(cols) * int64(cols) * 8
-}
-
-// scratchBytes is the memory of the shared float64 partial of exact Hessians: c × c of the
-// widest one (0 without exact Hessians).
-func (c *collector) scratchBytes() int64 {
-	if !c.exactHessians || !c.hessian {
-		return 0
-	}
-	var w int64
-	for _, n := range c.order {
-		if ls := c.linear[n]; ls.SharesInputOf == "" {
-			w = max(w, int64(ls.Cols))
-		}
-	}
-	return w * w * 8
+	return b
 }
 
 // hessianBatches splits the Hessians to collect into batches of at most budget bytes (each at
-// least one Hessian; budget < 0: one batch), the shared partial of exact Hessians counted
-// once. Each is allocated when its pass starts.
-func (c *collector) hessianBatches(budget int64) [][]*stats.LinearStats {
-	if budget >= 0 {
-		budget = max(0, budget-c.scratchBytes())
-	}
-	var batches [][]*stats.LinearStats
+// least one Hessian; budget < 0: one batch, all in memory), each allocated when its pass
+// starts, and reports for each whether its exact triangles go to a scratch file (spill): where
+// they can (a budget, exact Hessians folded more than once), batches are cut by the float64
+// partials alone, and a batch spills when its triangles do not fit beside them. Another pass
+// over the corpus costs far more than streaming each triangle through a file once per fold
+// group.
+func (c *collector) hessianBatches(budget int64) (batches [][]*stats.LinearStats, spill []bool) {
+	canSpill := budget >= 0 && c.exactHessians && c.foldGroups > 1
 	var cur []*stats.LinearStats
-	var used int64
+	var used, whole int64 // the batch's bytes as cut, and with its triangles in memory
+	end := func() {
+		batches = append(batches, cur)
+		spill = append(spill, canSpill && whole > budget)
+		cur, used, whole = nil, 0, 0
+	}
 	for _, n := range c.order {
 		ls := c.linear[n]
 		if !c.hessian || ls.SharesInputOf != "" {
 			continue
 		}
-		size := c.hessianBytes(ls.Cols)
+		size := c.hessianBytes(ls.Cols, canSpill)
 		if budget >= 0 && len(cur) > 0 && used+size > budget {
-			batches = append(batches, cur)
-			cur, used = nil, 0
+			end()
 		}
 		cur = append(cur, ls)
 		used += size
+		whole += c.hessianBytes(ls.Cols, false)
 	}
-	return append(batches, cur)
+	end()
+	return batches, spill
 }
 
 // startPass selects what the next pass over the corpus accumulates.
 func (c *collector) startPass(sums bool, batch []*stats.LinearStats) {
 	c.sums = sums
 	c.hessians = make(map[string]*stats.LinearStats, len(batch))
+	if c.exactHessians {
+		c.parts = make(map[string][]float64, len(batch))
+	}
 	for _, ls := range batch {
-		switch {
-		case !c.exactHessians:
-			if ls.Hessian == nil {
-				ls.Hessian = make([]float64, ls.Cols*ls.Cols)
-			}
-		case ls.Exact.Hessian == nil:
-			ls.Exact.Hessian = make([]stats.Fixed, stats.TriangleLen(ls.Cols))
+		if c.exactHessians {
+			c.parts[ls.Weight] = make([]float64, ls.Cols*ls.Cols)
+		} else if ls.Hessian == nil {
+			ls.Hessian = make([]float64, ls.Cols*ls.Cols)
 		}
 		c.hessians[ls.Weight] = ls
 	}
 }
 
-// finishExact turns the exact Hessians of a pass's batch into full float64 matrices
-// (LinearStats.Hessian), keeping the exact triangles when keep is set.
-func (c *collector) finishExact(batch []*stats.LinearStats, keep bool) {
-	for _, ls := range batch {
-		ls.Hessian = make([]float64, ls.Cols*ls.Cols)
-		stats.UpperToFull(ls.Hessian, ls.Exact.Hessian, ls.Cols)
-		if !keep {
-			ls.Exact.Hessian = nil
+// foldGroup ends a fold group that is not the pass's last: each Hessian's group partial is
+// added to its exact triangle (allocated at the first fold) and zeroed for the next group.
+func (c *collector) foldGroup() error {
+	for _, n := range c.order {
+		h := c.parts[n]
+		if h == nil {
+			continue
+		}
+		ls := c.linear[n]
+		if c.spill != nil {
+			i, j, ok, err := c.spill.FoldZero(n, h, c.threads)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return hessianRange(n, i, j, h[i*ls.Cols+j])
+			}
+			continue
+		}
+		if ls.Exact.Hessian == nil {
+			ls.Exact.Hessian = make([]stats.Fixed, stats.TriangleLen(ls.Cols))
+		}
+		if i, j, ok := stats.FoldUpperZero(ls.Exact.Hessian, h, ls.Cols, c.threads); !ok {
+			return hessianRange(n, i, j, h[i*ls.Cols+j])
 		}
 	}
+	return nil
+}
+
+// endChunk ends chunk ci (a global index) of a part of the windows that ends at end: at the
+// end of a fold group other than the part's last (which ends with the pass), the Hessians fold.
+func (c *collector) endChunk(ci, end, fold int) error {
+	if len(c.parts) == 0 || (ci+1)%fold != 0 || ci+1 >= end {
+		return nil
+	}
+	return c.foldGroup()
+}
+
+// hessianRange is the error of a Hessian element that cannot be added exactly.
+func hessianRange(weight string, i, j int, v float64) error {
+	return fmt.Errorf("%s: Hessian[%d, %d]: the sum %g is %s", weight, i, j, v, exactRange)
+}
+
+// finishExact ends a pass in memory: the last group's partials are added to the exact
+// triangles (ExactSums.Hessian, kept), and each partial's memory becomes the full float64
+// Hessian (LinearStats.Hessian), the exact one rounded.
+func (c *collector) finishExact(batch []*stats.LinearStats) error {
+	for _, ls := range batch {
+		h := c.parts[ls.Weight]
+		if ls.Exact.Hessian == nil {
+			ls.Exact.Hessian = make([]stats.Fixed, stats.TriangleLen(ls.Cols))
+		}
+		if i, j, ok := stats.FoldUpper(ls.Exact.Hessian, h, ls.Cols, c.threads); !ok {
+			return hessianRange(ls.Weight, i, j, h[i*ls.Cols+j])
+		}
+		stats.UpperToFull(h, ls.Exact.Hessian, ls.Cols)
+		ls.Hessian = h
+		delete(c.parts, ls.Weight)
+	}
+	return nil
+}
+
+// writeExact ends a streamed pass: each Hessian of the batch, its exact triangle (in memory or
+// spilled) plus its last group's partial, goes to the statistics file, and both are freed.
+func (c *collector) writeExact(sink *stats.Writer, batch []*stats.LinearStats) error {
+	for _, ls := range batch {
+		var acc stats.ExactTriangle = stats.Triangle(ls.Exact.Hessian)
+		if c.spill != nil {
+			acc = c.spill.Triangle(ls.Weight)
+		}
+		if err := sink.WriteHessianSum(ls.Weight, acc, c.parts[ls.Weight], c.threads); err != nil {
+			return err
+		}
+		ls.Exact.Hessian = nil
+		delete(c.parts, ls.Weight)
+	}
+	return nil
 }
 
 // linearInput observes the input of a linear layer.
@@ -207,21 +277,13 @@ func (c *collector) linearInput(weight string, x []float32, n, cols int) {
 	if c.hessians[weight] == nil {
 		return
 	}
-	// Exactly: this call's XᵀX into the zeroed partial, then folded into the exact triangle;
-	// otherwise straight into the float64 Hessian.
+	// Exactly: this call's XᵀX into the fold group's partial; otherwise straight into the
+	// float64 Hessian.
 	h := ls.Hessian
 	if c.exactHessians {
-		c.hpart = grow(c.hpart, cols*cols)
-		h = c.hpart[:cols*cols]
-		clear(h)
+		h = c.parts[weight]
 	}
 	kernels.AddGram(h, x, n, cols, c.pool, &c.gram)
-	if !c.exactHessians {
-		return
-	}
-	if i, j, ok := stats.FoldUpper(ls.Exact.Hessian, h, cols, c.threads); !ok {
-		c.err = fmt.Errorf("%s: Hessian[%d, %d]: the sum %g is %s", weight, i, j, h[i*cols+j], exactRange)
-	}
 }
 
 // exactRange says why a sum cannot be held exactly.

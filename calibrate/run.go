@@ -13,6 +13,7 @@ import (
 
 	"github.com/gquant/gquant/formats/hf"
 	"github.com/gquant/gquant/formats/stats"
+	"github.com/gquant/gquant/internal/atomicfile"
 	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
@@ -23,6 +24,13 @@ const DefaultCtx = 512
 
 // DefaultHessianMemory bounds the Hessians held at once when they are streamed to a file.
 const DefaultHessianMemory = 4 << 30
+
+// DefaultFoldTokens sets the default fold group of exact Hessians: ⌈DefaultFoldTokens/ctx⌉
+// chunks (see Options.FoldChunks). Folding costs about what summing a Hessian over a few
+// hundred tokens does (it streams the c × c partial and the 16-byte exact triangle through
+// memory, where the GEMM computes), so once per 4,096 tokens it is a small part of the
+// collection; a 4,096-token calibration (8 chunks of 512) folds once, as its file is written.
+const DefaultFoldTokens = 4096
 
 // Options tune Calibrate.
 type Options struct {
@@ -37,6 +45,13 @@ type Options struct {
 	Threads int
 	// Hessian collects XᵀX of every linear layer's input.
 	Hessian bool
+	// FoldChunks is the fold group of the Hessians (stats.Meta.FoldChunks): the chunks
+	// [g·FoldChunks, (g+1)·FoldChunks) of the windows have their Hessians summed in float64,
+	// then rounded to the exact grid once and added as integers. 0: ⌈DefaultFoldTokens/ctx⌉
+	// chunks with Hessians, 1 without (each chunk's Σx² and Σx are folded on their own
+	// anyway). Shards begin and end on groups, and statistics merge only with those of the
+	// same group.
+	FoldChunks int
 	// LinearOnly collects the linear layers' input statistics only, as llama-imatrix does:
 	// no activation ranges or histograms (so no QNN encodings from them), and the logits are
 	// not computed.
@@ -45,9 +60,10 @@ type Options struct {
 	// then streamed to it, at most HessianMemory bytes of them at a time (0:
 	// DefaultHessianMemory), with one pass over the corpus per batch, and are not kept in the
 	// returned Stats. Without Output every Hessian stays in memory, as its exact triangle
-	// (ExactSums.Hessian, which stats.Write writes) and as a float64 matrix. Collected
-	// exactly, a Hessian of c columns takes 8·c·(c+1) bytes, plus one c × c float64 partial
-	// shared by all (the widest), which HessianMemory counts too.
+	// (ExactSums.Hessian, which stats.Write writes) and as a float64 matrix. While it is
+	// collected, a Hessian of c columns takes its c × c float64 group partial, 8·c² bytes,
+	// and, when a pass covers more than one fold group, its exact triangle too, 8·c·(c+1)
+	// bytes more; HessianMemory counts both.
 	Output        string
 	HessianMemory int64
 	// Format names the model file's format where its name does not say it (runtime.Options).
@@ -62,15 +78,16 @@ type Options struct {
 
 // Shard selects part Index (from 0) of Count disjoint parts of the calibration chunks: the
 // chunking (Corpus, Ctx, Tokens, Seed) cuts the same windows whatever the shard, and shard i
-// evaluates the contiguous range stats.ShardRange(i, Count, windows) of them, each chunk
-// keeping its global index (for stats.HoldoutEvery). The statistics of all shards, merged
-// (stats.MergeFiles), equal those of one unsharded run bit for bit.
+// evaluates the contiguous range stats.ShardRange(i, Count, windows, fold group) of them, whole
+// fold groups (Options.FoldChunks), each chunk keeping its global index (for
+// stats.HoldoutEvery). The statistics of all shards, merged (stats.MergeFiles), equal those of
+// one unsharded run bit for bit.
 //
 // Contiguous rather than strided ranges: the shard's chunk set is one range, recorded as such
 // and checked for overlap as ranges; every shard holds fit and held-out chunks in the same
 // proportion as a whole run (with strided shards and Count a multiple of HoldoutEvery, each
 // shard would hold one kind only), so one shard's statistics are useful on their own; the
-// shards differ in size by at most one chunk either way.
+// shards differ in size by at most one fold group either way.
 type Shard struct{ Index, Count int }
 
 // String is "I/N".
@@ -157,10 +174,17 @@ func Calibrate(path string, o Options) (*Result, error) {
 	if shard.Count == 0 {
 		shard = Shard{0, 1}
 	}
+	fold, err := foldChunks(o, ctx)
+	if err != nil {
+		return nil, err
+	}
 	if len(chunks) < shard.Count {
 		return nil, fmt.Errorf("%s: --shard %s: the corpus gives %d chunks of %d tokens, fewer than %d shards", o.Corpus, shard, len(chunks), ctx, shard.Count)
 	}
-	part := stats.ShardRange(shard.Index, shard.Count, len(chunks))
+	if groups := (len(chunks) + fold - 1) / fold; groups < shard.Count {
+		return nil, fmt.Errorf("%s: --shard %s: the corpus gives %d chunks of %d tokens, whose Hessians fold in %d groups of %d chunks, fewer than %d shards", o.Corpus, shard, len(chunks), ctx, groups, fold, shard.Count)
+	}
+	part := stats.ShardRange(shard.Index, shard.Count, len(chunks), fold)
 	ntok := 0
 	for i := range chunks {
 		if i < part.Start || i >= part.End {
@@ -183,6 +207,7 @@ func Calibrate(path string, o Options) (*Result, error) {
 		Tokens: ntok, Ctx: ctx, Chunks: part.End - part.Start, Seed: o.Seed, Hessian: o.Hessian,
 		WindowChunks: len(chunks), WindowTokens: windowTokens,
 		Shards: shard.Count, ShardIndex: []int{shard.Index}, ChunkSet: []stats.ChunkRange{part},
+		FoldChunks: fold,
 	}
 	if o.LinearOnly {
 		model.Points = nil
@@ -190,9 +215,12 @@ func Calibrate(path string, o Options) (*Result, error) {
 	if err := col.init(model, o.Hessian, threads); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	// The fold groups that the part covers (it begins on one).
+	col.foldGroups = (part.End - part.Start + fold - 1) / fold
 
-	// Hessian batches: everything at once in memory, or bounded batches when streaming.
-	batches := [][]*stats.LinearStats{nil}
+	// Hessian batches: everything at once in memory, or bounded batches when streaming, whose
+	// exact triangles may go to a scratch file beside the output.
+	batches, spill := [][]*stats.LinearStats{nil}, []bool{false}
 	if o.Hessian {
 		budget := int64(-1)
 		if o.Output != "" {
@@ -201,13 +229,17 @@ func Calibrate(path string, o Options) (*Result, error) {
 				budget = DefaultHessianMemory
 			}
 		}
-		batches = col.hessianBatches(budget)
+		batches, spill = col.hessianBatches(budget)
 	}
 
 	var sink *stats.Writer
+	var scratch *os.File
 	defer func() {
 		if sink != nil {
 			sink.Abort()
+		}
+		if scratch != nil {
+			atomicfile.DropScratch(scratch)
 		}
 	}()
 	res := &Result{Spec: spec, Tokens: ntok, Passes: len(batches)}
@@ -218,6 +250,11 @@ func Calibrate(path string, o Options) (*Result, error) {
 	start := time.Now()
 	for p, batch := range batches {
 		col.startPass(p == 0, batch)
+		if spill[p] {
+			if scratch, col.spill, err = spillFile(o.Output, batch); err != nil {
+				return nil, err
+			}
+		}
 		for ci := part.Start; ci < part.End; ci++ {
 			chunk := chunks[ci] // ci is the chunk's index in the windows, whatever the shard
 			col.held = ci%stats.HoldoutEvery == stats.HoldoutEvery-1
@@ -227,6 +264,9 @@ func Calibrate(path string, o Options) (*Result, error) {
 			}
 			if col.err != nil {
 				return nil, fmt.Errorf("%s: chunk %d: %w", path, ci, col.err)
+			}
+			if err := col.endChunk(ci, part.End, fold); err != nil {
+				return nil, fmt.Errorf("%s: chunks %d–%d: %w", path, ci+1-fold, ci, err)
 			}
 			done += len(chunk)
 			if o.Progress != nil {
@@ -240,11 +280,16 @@ func Calibrate(path string, o Options) (*Result, error) {
 				return nil, err
 			}
 		}
-		// The Hessians are exact (every element finite by construction). In memory they are
-		// also kept as float64 matrices, for the caller; streamed, the exact triangles go to
-		// the file and are freed.
+		// The last fold group's partials are added as the Hessians leave the pass: in memory,
+		// into the exact triangles, also kept as float64 matrices for the caller; streamed, as
+		// they are written to the file, and freed.
+		if len(batch) == 0 {
+			continue
+		}
 		if o.Output == "" {
-			col.finishExact(batch, true)
+			if err := col.finishExact(batch); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
 			continue
 		}
 		if sink == nil {
@@ -252,11 +297,12 @@ func Calibrate(path string, o Options) (*Result, error) {
 				return nil, err
 			}
 		}
-		for _, ls := range batch {
-			if err := sink.WriteHessianExact(ls.Weight, ls.Exact.Hessian); err != nil {
-				return nil, err
-			}
-			ls.Exact.Hessian = nil // streamed: free it
+		if err := col.writeExact(sink, batch); err != nil {
+			return nil, err
+		}
+		if scratch != nil {
+			atomicfile.DropScratch(scratch)
+			scratch, col.spill = nil, nil
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
@@ -276,6 +322,40 @@ func Calibrate(path string, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// spillFile creates a scratch file beside the statistics file out for the exact triangles of
+// a batch of Hessians.
+func spillFile(out string, batch []*stats.LinearStats) (*os.File, *stats.TriangleFile, error) {
+	f, err := atomicfile.CreateScratch(filepath.Dir(out), "."+filepath.Base(out)+".exact-*")
+	if err != nil {
+		return nil, nil, err
+	}
+	var names []string
+	var cols []int
+	for _, ls := range batch {
+		names, cols = append(names, ls.Weight), append(cols, ls.Cols)
+	}
+	t, err := stats.NewTriangleFile(f, names, cols)
+	if err != nil {
+		atomicfile.DropScratch(f)
+		return nil, nil, err
+	}
+	return f, t, nil
+}
+
+// foldChunks returns the fold group of o's Hessians for chunks of ctx tokens (see
+// Options.FoldChunks).
+func foldChunks(o Options, ctx int) (int, error) {
+	switch {
+	case o.FoldChunks < 0:
+		return 0, fmt.Errorf("%s: fold group: %d chunks is negative", o.Corpus, o.FoldChunks)
+	case o.FoldChunks > 0:
+		return o.FoldChunks, nil
+	case !o.Hessian:
+		return 1, nil
+	}
+	return max(1, (DefaultFoldTokens+ctx-1)/ctx), nil
 }
 
 // readWindows reads the corpus windows that o selects for model m (at path): their length

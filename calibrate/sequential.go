@@ -110,7 +110,9 @@ func NewSequential(path string, o Options) (*Sequential, error) {
 	return s, nil
 }
 
-// stagesOf groups the linear weights by input, in graph order; the output layer is last.
+// stagesOf groups the linear weights by input, in graph order; the output layer is last. A
+// moe node's experts make two stages: every expert's gate and up (each reading its tokens'
+// rows of the node's input), then every expert's down.
 func stagesOf(spec *arch.Spec, weights []stats.Weight) []stage {
 	byName := map[string]stats.Weight{}
 	for _, w := range weights {
@@ -119,6 +121,18 @@ func stagesOf(spec *arch.Spec, weights []stats.Weight) []stage {
 	var out []stage
 	at := map[string]int{} // input value → its stage
 	for _, n := range arch.ModelGraph(spec).Nodes {
+		if n.Op == arch.OpMoE {
+			var gateUp, down stage
+			gateUp.layer, down.layer = n.Layer, n.Layer
+			for e := 0; e < n.Experts; e++ {
+				for _, st := range []string{n.GateExps, n.UpExps} {
+					gateUp.weights = append(gateUp.weights, byName[arch.ExpertWeight(st, e)])
+				}
+				down.weights = append(down.weights, byName[arch.ExpertWeight(n.DownExps, e)])
+			}
+			out = append(out, gateUp, down)
+			continue
+		}
 		if n.Op != arch.OpLinear || n.Tail {
 			continue
 		}
@@ -197,7 +211,8 @@ func (s *Sequential) Observe(i int) error {
 	if err := col.init(stats.Model{ID: s.model.ID, Weights: sg.weights}, true, s.threads); err != nil {
 		return err
 	}
-	batch := col.hessianBatches(-1)[0]
+	batches, _ := col.hessianBatches(-1)
+	batch := batches[0]
 	col.startPass(true, batch)
 	s.col = col
 	err := s.run(sg.layer, false)
@@ -213,7 +228,9 @@ func (s *Sequential) Observe(i int) error {
 		}
 	}
 	for _, ls := range got.Linear {
-		if ls.Count == 0 {
+		if _, _, expert := stats.SplitExpert(ls.Weight); ls.Count == 0 && !expert {
+			// An expert no token was routed to keeps count 0 (rounded as llama-quantize does
+			// with an imatrix); any other weight is reached by every token.
 			return fmt.Errorf("%s: %s: the calibration run did not reach it", s.path, ls.Weight)
 		}
 		dst := s.Stats.LinearFor(ls.Weight)

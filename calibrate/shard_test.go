@@ -15,11 +15,12 @@ import (
 
 // shardOpts are the options of the sharding tests: 10 chunks of 64 tokens, Hessians.
 func shardOpts() Options {
-	return Options{Ctx: 64, Tokens: 640, Hessian: true, Threads: 2}
+	return Options{Ctx: 64, Tokens: 640, Hessian: true, Threads: 2, FoldChunks: 2}
 }
 
 // calibShards calibrates the n shards of o into dir/s<i>.stats and returns their paths; shard 1
-// streams its Hessians one pass each.
+// streams its Hessians one pass each (their exact triangles in a scratch file when it folds
+// more than once), which leaves no file behind.
 func calibShards(t *testing.T, o Options, dir string, n int) []string {
 	t.Helper()
 	var paths []string
@@ -32,6 +33,9 @@ func calibShards(t *testing.T, o Options, dir string, n int) []string {
 		}
 		calib(t, o)
 		paths = append(paths, o.Output)
+		if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) > 0 {
+			t.Fatalf("shard %d left %v", i, left)
+		}
 	}
 	return paths
 }
@@ -72,6 +76,18 @@ func TestShardsMergeToOneRun(t *testing.T) {
 	}
 
 	want, _ := os.ReadFile(o.Output)
+	// The same bytes on one thread, and with the exact triangles in a scratch file.
+	for _, v := range []struct {
+		threads int
+		mem     int64
+	}{{1, 0}, {2, 1}} {
+		o := o
+		o.Threads, o.HessianMemory, o.Output = v.threads, v.mem, filepath.Join(dir, "again.stats")
+		calib(t, o)
+		if got, _ := os.ReadFile(o.Output); !bytes.Equal(got, want) {
+			t.Errorf("the unsharded run on %d threads (Hessian memory %d) differs", v.threads, v.mem)
+		}
+	}
 	for k, order := range [][]string{{paths[0], paths[1], paths[2]}, {paths[2], paths[0], paths[1]}} {
 		out := filepath.Join(dir, "merged"+string(rune('a'+k))+".stats")
 		res, err := stats.MergeFiles(order, out, stats.MergeOptions{})
@@ -105,17 +121,26 @@ func TestShardsMergeToOneRun(t *testing.T) {
 		}
 	}
 
-	// A shard in memory, then written: the streamed file's bytes.
-	o.Shard, o.Output = Shard{1, 3}, ""
-	mem := calib(t, o)
-	p := filepath.Join(dir, "mem1.stats")
-	if err := stats.Write(p, mem.Stats); err != nil {
-		t.Fatal(err)
-	}
-	a, _ := os.ReadFile(p)
-	b, _ := os.ReadFile(paths[1])
-	if !bytes.Equal(a, b) {
-		t.Error("a shard calibrated in memory and written differs from the streamed one")
+	// A shard in memory, then written: the streamed file's bytes, for a shard of one fold
+	// group (its Hessians stored as float64s) and one of two (128-bit integers).
+	for i, compact := range []bool{true, false} {
+		o.Shard, o.Output = Shard{i, 3}, ""
+		mem := calib(t, o)
+		p := filepath.Join(dir, "mem.stats")
+		if err := stats.Write(p, mem.Stats); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := os.ReadFile(p)
+		b, _ := os.ReadFile(paths[i])
+		if !bytes.Equal(a, b) {
+			t.Errorf("shard %d calibrated in memory and written differs from the streamed one", i)
+		}
+		if m := mem.Stats.Meta; m.OneFold() != compact {
+			t.Errorf("shard %d: chunks %v in groups of %d: one fold group %v, want %v", i, m.ChunkSet, m.FoldChunks, m.OneFold(), compact)
+		}
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -222,6 +247,15 @@ func TestMergeRefusals(t *testing.T) {
 		return o.Output
 	}()
 	weights := rewriteStats(t, s1, filepath.Join(dir, "weights.stats"), setKV("calibration.model.weights_sha256", strings.Repeat("ab", 32)))
+	// Hessians folded in groups of 3 chunks and of 1; a version 3 file (each chunk folded on its
+	// own); a file whose chunks do not lie on its fold groups.
+	h := Options{Ctx: 32, Tokens: 32 * 6, Threads: 1, Hessian: true, FoldChunks: 3}
+	fold3 := calibShards(t, h, t.TempDir(), 2)
+	fold1 := other("fold1.stats", func() Options { h.FoldChunks = 1; return h }(), model260k)
+	v3 := rewriteStats(t, fold3[1], filepath.Join(dir, "v3.stats"), func(kvs []gguf.KV) []gguf.KV {
+		return setKV("calibration.version", uint32(3))(setKV("calibration.fold_chunks", nil)(kvs))
+	})
+	misaligned := rewriteStats(t, fold3[1], filepath.Join(dir, "misaligned.stats"), setKV("calibration.fold_chunks", uint32(2)))
 	v2 := rewriteStats(t, s1, filepath.Join(dir, "v2.stats"), func(kvs []gguf.KV) []gguf.KV {
 		for _, k := range []string{"exact", "windows.chunks", "windows.tokens", "shard.count", "shard.index", "chunk_set"} {
 			kvs = setKV("calibration."+k, nil)(kvs)
@@ -240,6 +274,9 @@ func TestMergeRefusals(t *testing.T) {
 		{"other weights", []string{s0, weights}, weights + ": calibration.model.weights_sha256: ababababab"},
 		{"version 2", []string{s0, v2}, v2 + ": calibration.version: version 2 statistics hold no exact sums and cannot be merged"},
 		{"mixed kinds", []string{s0, llamaGGUF}, llamaGGUF + ": general.type: a llama.cpp imatrix, but " + s0 + " holds gquant statistics"},
+		{"other fold group", []string{fold3[0], fold1}, fold1 + ": calibration.fold_chunks: 1, but 3 in " + fold3[0] + ": Hessians folded in different groups of chunks do not merge"},
+		{"version 3", []string{fold3[0], v3}, v3 + ": calibration.fold_chunks: 1, but 3 in " + fold3[0]},
+		{"misaligned", []string{fold3[0], misaligned}, misaligned + ": calibration.chunk_set: [{3 6}] does not begin and end on the fold groups of 2 chunks (calibration.fold_chunks)"},
 	}
 	if _, err := os.Stat(model3m); err == nil {
 		cases = append(cases, struct {
@@ -258,17 +295,35 @@ func TestMergeRefusals(t *testing.T) {
 			t.Errorf("%s: the merge left %d files", c.name, len(entries))
 		}
 	}
-	// The version 2 file still reads, as before.
+	// The version 2 and 3 files still read, as before; the version 3 one folded each chunk.
 	if _, err := stats.Read(v2); err != nil {
 		t.Errorf("version 2 file: %v", err)
 	}
+	if s, err := stats.Read(v3); err != nil || s.Meta.FoldChunks != 1 || s.Version != 3 {
+		t.Errorf("version 3 file: %v", err)
+	}
+	// Without Hessians, version 3 and 4 statistics merge (both fold each chunk).
+	s1v3 := rewriteStats(t, s1, filepath.Join(dir, "s1v3.stats"), func(kvs []gguf.KV) []gguf.KV {
+		return setKV("calibration.version", uint32(3))(setKV("calibration.fold_chunks", nil)(kvs))
+	})
+	if _, err := stats.MergeFiles([]string{s0, s1v3}, filepath.Join(t.TempDir(), "m.stats"), stats.MergeOptions{}); err != nil {
+		t.Errorf("version 3 and 4 statistics without Hessians: %v", err)
+	}
 }
 
-// More shards than chunks, or a shard outside its split, is refused.
+// More shards than chunks or than fold groups, a negative fold group, or a shard outside its
+// split, is refused.
 func TestShardErrors(t *testing.T) {
 	_, err := Calibrate(model260k, Options{Corpus: corpus, Ctx: 32, Tokens: 96, Threads: 1, Shard: Shard{3, 4}})
 	if err == nil || !strings.Contains(err.Error(), corpus+": --shard 3/4: the corpus gives 3 chunks of 32 tokens, fewer than 4 shards") {
 		t.Errorf("more shards than chunks: %v", err)
+	}
+	_, err = Calibrate(model260k, Options{Corpus: corpus, Ctx: 32, Tokens: 96, Threads: 1, Hessian: true, FoldChunks: 2, Shard: Shard{2, 3}})
+	if err == nil || !strings.Contains(err.Error(), corpus+": --shard 2/3: the corpus gives 3 chunks of 32 tokens, whose Hessians fold in 2 groups of 2 chunks, fewer than 3 shards") {
+		t.Errorf("more shards than fold groups: %v", err)
+	}
+	if _, err := Calibrate(model260k, Options{Corpus: corpus, Ctx: 32, Tokens: 96, Threads: 1, Hessian: true, FoldChunks: -1}); err == nil || !strings.Contains(err.Error(), "fold group: -1 chunks is negative") {
+		t.Errorf("a negative fold group: %v", err)
 	}
 	for _, s := range []string{"2/2", "-1/2", "1", "a/b", "0/0"} {
 		if _, err := ParseShard(s); err == nil || !strings.Contains(err.Error(), "--shard") {

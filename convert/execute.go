@@ -188,8 +188,8 @@ func execute(inv *Inventory, p *Plan, ts []int, sink Sink, opts ExecOptions, don
 					return
 				}
 				if remaining[j.t].Add(-1) == 0 {
-					if pt.Source != "" {
-						inv.release(pt.Source)
+					for _, src := range pt.sources() {
+						inv.release(src)
 					}
 					if f, ok := pt.enc.(Finisher); ok {
 						f.Finish()
@@ -218,6 +218,11 @@ type ggufEncoder struct {
 	bytes   uint64
 	imatrix []float32
 	rounder *Rounder
+	// expertRows is the rows of each expert of a stack of expert matrices (0: not one);
+	// imatrix then holds every expert's importance in turn, as llama-quantize takes it, and
+	// experts (nil for ggml's encoders) each expert's rounding stage.
+	expertRows int
+	experts    []*Rounder
 }
 
 // q4_0Spec is Q4_0's grid in quantize's groups (see q4_0Rows).
@@ -225,9 +230,19 @@ var q4_0Spec = quantize.GroupSpec{Bits: 4, Group: 32, Symmetric: true}
 
 func (e *ggufEncoder) Buffers() []uint64 { return []uint64{e.bytes} }
 
-func (e *ggufEncoder) Prepares() bool { return e.rounder != nil && e.rounder.Prepares() }
+func (e *ggufEncoder) Prepares() bool {
+	for _, r := range e.experts { // a stack: its experts' GPTQ factors built in turn (expert)
+		if r.Prepares() {
+			return true
+		}
+	}
+	return e.rounder != nil && e.rounder.Prepares()
+}
 
 func (e *ggufEncoder) Prepare(cols int) error {
+	if e.experts != nil {
+		return nil // each expert's factor is built at its first block
+	}
 	if _, key, _ := blockCodec(e.typ, 1, cols); key != 0 {
 		return e.rounder.PrepareBlocks(key, cols)
 	}
@@ -238,7 +253,7 @@ func (e *ggufEncoder) Prepare(cols int) error {
 // Q4_0, which goes through quantize's groups).
 func gptqBlockType(typ gguf.Type) bool {
 	switch typ {
-	case gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.IQ4_XS, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.IQ4_NL:
+	case gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.IQ4_XS, gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.IQ4_NL:
 		return true
 	}
 	return false
@@ -248,6 +263,9 @@ func (e *ggufEncoder) Finish() {
 	if e.rounder != nil {
 		e.rounder.Finish()
 	}
+	for _, r := range e.experts {
+		r.Finish()
+	}
 }
 
 func (e *ggufEncoder) Encode(src []float32, r0, r1, cols int, emit func(int, uint64, []byte) error) error {
@@ -256,6 +274,62 @@ func (e *ggufEncoder) Encode(src []float32, r0, r1, cols int, emit func(int, uin
 	bp := getBuf()
 	defer putBuf(bp)
 	var err error
+	if e.expertRows > 0 {
+		// A stack of experts: llama-quantize quantizes it expert by expert, each with its own
+		// importance; GPTQ rounds each expert with its own Hessian.
+		*bp = grow(*bp, nr*rowBytes)
+		for r := r0; r < r1; {
+			x := r / e.expertRows
+			end := min(r1, (x+1)*e.expertRows)
+			sub, err := e.expert(x, cols)
+			if err != nil {
+				return err
+			}
+			if err := sub.encode(bp, (*bp)[(r-r0)*rowBytes:(end-r0)*rowBytes], src[(r-r0)*cols:(end-r0)*cols], end-r, cols); err != nil {
+				return err
+			}
+			r = end
+		}
+	} else if err = e.encode(bp, nil, src, nr, cols); err != nil {
+		return err
+	}
+	if err := CheckEncodable(e.typ, src[:nr*cols], *bp, r0, cols); err != nil {
+		return err
+	}
+	return emit(0, uint64(r0)*uint64(rowBytes), *bp)
+}
+
+// expert returns the encoder of expert x of a stack: its importance and its rounder. With
+// GPTQ (one worker encodes the stack's blocks in turn: Prepares), the experts before x are
+// done and release what their rounders hold.
+func (e *ggufEncoder) expert(x, cols int) (*ggufEncoder, error) {
+	sub := &ggufEncoder{typ: e.typ, name: arch.ExpertWeight(e.name, x)}
+	if e.imatrix != nil {
+		if len(e.imatrix) < (x+1)*cols {
+			return nil, fmt.Errorf("%s: importance matrix has %d values, expert %d needs %d", e.name, len(e.imatrix), x, (x+1)*cols)
+		}
+		sub.imatrix = e.imatrix[x*cols : (x+1)*cols]
+	}
+	if e.experts != nil {
+		sub.rounder = e.experts[x]
+		if e.Prepares() {
+			for _, r := range e.experts[:x] {
+				r.Finish()
+			}
+		}
+	}
+	return sub, nil
+}
+
+// encode encodes nr rows of src into *bp (a matrix's whole block) or, when dst is set, into
+// dst (its part of a stack's block; *bp is not touched then).
+func (e *ggufEncoder) encode(bp *[]byte, dst []byte, src []float32, nr, cols int) error {
+	tmp := bp
+	if dst != nil {
+		tmp = getBuf()
+		defer putBuf(tmp)
+	}
+	var err error
 	switch {
 	case e.rounder != nil && gptqBlockType(e.typ):
 		b, rerr := e.rounder.RoundBlocks(e.typ, src[:nr*cols], nr, cols)
@@ -263,8 +337,8 @@ func (e *ggufEncoder) Encode(src []float32, r0, r1, cols int, emit func(int, uin
 			return rerr
 		}
 		if b != nil {
-			*bp = append((*bp)[:0], b...)
-		} else if *bp, err = encodeRows(*bp, e.typ, e.name, src, nr, cols, e.imatrix); err != nil {
+			*tmp = append((*tmp)[:0], b...)
+		} else if *tmp, err = encodeRows(*tmp, e.typ, e.name, src, nr, cols, e.imatrix); err != nil {
 			return err // no Hessian for the matrix: llama.cpp's quantizer with the importance
 		}
 	case e.rounder != nil:
@@ -272,16 +346,16 @@ func (e *ggufEncoder) Encode(src []float32, r0, r1, cols int, emit func(int, uin
 		if rerr != nil {
 			return rerr
 		}
-		*bp = q4_0Rows(*bp, gt)
+		*tmp = q4_0Rows(*tmp, gt)
 	default:
-		if *bp, err = encodeRows(*bp, e.typ, e.name, src, nr, cols, e.imatrix); err != nil {
+		if *tmp, err = encodeRows(*tmp, e.typ, e.name, src, nr, cols, e.imatrix); err != nil {
 			return err
 		}
 	}
-	if err := CheckEncodable(e.typ, src[:nr*cols], *bp, r0, cols); err != nil {
-		return err
+	if dst != nil {
+		copy(dst, *tmp)
 	}
-	return emit(0, uint64(r0)*uint64(rowBytes), *bp)
+	return nil
 }
 
 // bufs holds the byte buffers blocks are encoded into.
@@ -435,6 +509,25 @@ func (inv *Inventory) readRows(pt *PlannedTensor, spec *arch.Spec, r0, r1 int, d
 	_, n := rowsOf(pt)
 	if pt.gen {
 		copy(dst, pt.values[r0*n:r1*n])
+		return nil
+	}
+	if pt.parts != nil { // a stack of experts: each expert's rows from its part
+		per := int(pt.Shape[1])
+		for r := r0; r < r1; {
+			e := r / per
+			end := min(r1, (e+1)*per)
+			part := *pt
+			part.Source, part.parts, part.Shape, part.fold = pt.parts[e], nil, pt.Shape[:2], nil
+			if err := inv.readRows(&part, spec, r-e*per, end-e*per, dst[(r-r0)*n:(end-r0)*n]); err != nil {
+				return err
+			}
+			r = end
+		}
+		if f := pt.fold; f != nil { // folds index the stack's rows
+			for r := r0; r < r1; r++ {
+				f.apply(dst[(r-r0)*n:(r-r0+1)*n], r, false)
+			}
+		}
 		return nil
 	}
 	data, dtype, file, err := inv.data(pt.Source)

@@ -21,19 +21,36 @@ import (
 //	                           linearly, so kqv_out is divided by s too (heads = kv_heads only)
 //	up → down (AWQ)            up's rows are divided by s: ffn_act = silu(gate)·up is linear in up
 //
+// A mixture of experts (AWQ): ffn_norm's output is the input of the router and of every
+// expert's gate and up, so one scaling serves them all, searched over every expert's gate
+// and up with the router's statistics (every token's input), and the router's columns are
+// multiplied by it too (it stays F32: the routing is unchanged); each expert's down has a
+// scaling of its own, searched with that expert's statistics and folded into the rows of the
+// same expert's up. The stacks' folds are per expert (Fold.Per).
+//
 // as llm-awq's auto_scale does for Llama (and SmoothQuant's smooth_ln_fcs for the norms). The
 // scales of a group are searched from the original weights; the folds are then a stage of
 // execute (readRows), whatever the output format.
 
 // Fold is the scaling folded into one tensor, indexed in HF order: its columns multiplied by
-// Cols, its rows (a vector's entries) divided by Rows.
-type Fold struct{ Cols, Rows []float32 }
+// Cols, its rows (a vector's entries) divided by Rows. In a stack of experts of Per rows each,
+// Cols may hold one scaling per expert in turn (expert e's row r takes Cols[e·cols:]); Rows
+// index the stack's rows.
+type Fold struct {
+	Cols, Rows []float32
+	Per        int
+}
 
 // apply folds one row (HF row sr; a vector's element sr when vector) of a tensor.
 func (f *Fold) apply(row []float32, sr int, vector bool) {
 	if f.Cols != nil && !vector {
+		cols := f.Cols
+		if len(cols) > len(row) && f.Per > 0 { // a scaling per expert
+			e := sr / f.Per
+			cols = cols[e*len(row) : (e+1)*len(row)]
+		}
 		for i := range row {
-			row[i] *= f.Cols[i]
+			row[i] *= cols[i]
 		}
 	}
 	if f.Rows != nil {
@@ -50,22 +67,47 @@ type foldGroup struct {
 	label   string
 	targets []string // weights whose columns are multiplied by s
 	into    []string // tensors divided by s (a norm vector; or rows of a weight and its bias)
+	// key names the input's statistics ("": targets[0]'s); scaled are weights whose columns
+	// are multiplied by s too but which are not searched (a router kept F32); expert ≥ 0 makes
+	// the targets that expert's matrix of their stacks and the into its rows.
+	key    string
+	scaled []string
+	expert int
+}
+
+// statsKey is the name the group's input statistics are kept under.
+func (g foldGroup) statsKey() string {
+	if g.key != "" {
+		return g.key
+	}
+	return g.targets[0]
 }
 
 // foldGroups lists the scalings of the method for layer l.
 func foldGroups(spec *arch.Spec, l int, awq bool) []foldGroup {
 	n := func(r arch.Role) string { return arch.TensorRef{Role: r, Layer: l}.GGUFName() }
-	gs := []foldGroup{{label: n(arch.AttnNorm) + " → q, k, v", targets: []string{n(arch.AttnQ), n(arch.AttnK), n(arch.AttnV)}, into: []string{n(arch.AttnNorm)}}}
+	gs := []foldGroup{{label: n(arch.AttnNorm) + " → q, k, v", targets: []string{n(arch.AttnQ), n(arch.AttnK), n(arch.AttnV)}, into: []string{n(arch.AttnNorm)}, expert: -1}}
 	if awq && spec.Heads == spec.KVHeads {
 		into := []string{n(arch.AttnV)}
 		if spec.QKVBias {
 			into = append(into, n(arch.AttnVBias))
 		}
-		gs = append(gs, foldGroup{label: n(arch.AttnV) + " → attn_output", targets: []string{n(arch.AttnOut)}, into: into})
+		gs = append(gs, foldGroup{label: n(arch.AttnV) + " → attn_output", targets: []string{n(arch.AttnOut)}, into: into, expert: -1})
 	}
-	gs = append(gs, foldGroup{label: n(arch.FFNNorm) + " → gate, up", targets: []string{n(arch.FFNGate), n(arch.FFNUp)}, into: []string{n(arch.FFNNorm)}})
+	if spec.Experts > 0 {
+		gs = append(gs, foldGroup{label: fmt.Sprintf("%s → router, gate, up of %d experts", n(arch.FFNNorm), spec.Experts),
+			targets: []string{n(arch.FFNGateExps), n(arch.FFNUpExps)}, into: []string{n(arch.FFNNorm)},
+			key: n(arch.FFNGateInp), scaled: []string{n(arch.FFNGateInp)}, expert: -1})
+		for e := 0; awq && e < spec.Experts; e++ {
+			gs = append(gs, foldGroup{label: fmt.Sprintf("%s → down", arch.ExpertWeight(n(arch.FFNUpExps), e)),
+				targets: []string{n(arch.FFNDownExps)}, into: []string{n(arch.FFNUpExps)},
+				key: arch.ExpertWeight(n(arch.FFNDownExps), e), expert: e})
+		}
+		return gs
+	}
+	gs = append(gs, foldGroup{label: n(arch.FFNNorm) + " → gate, up", targets: []string{n(arch.FFNGate), n(arch.FFNUp)}, into: []string{n(arch.FFNNorm)}, expert: -1})
 	if awq {
-		gs = append(gs, foldGroup{label: n(arch.FFNUp) + " → down", targets: []string{n(arch.FFNDown)}, into: []string{n(arch.FFNUp)}})
+		gs = append(gs, foldGroup{label: n(arch.FFNUp) + " → down", targets: []string{n(arch.FFNDown)}, into: []string{n(arch.FFNUp)}, expert: -1})
 	}
 	return gs
 }
@@ -105,6 +147,9 @@ func PrepareFolds(inv *Inventory, p *Plan, o FoldOptions) ([]string, error) {
 		for _, t := range g.targets {
 			if i, ok := byName[t]; ok {
 				n += 4 * int64(gguf64(p.Tensors[i].Shape))
+				if g.expert >= 0 {
+					n /= int64(p.Tensors[i].Shape[2])
+				}
 			}
 		}
 		return n
@@ -144,32 +189,78 @@ func PrepareFolds(inv *Inventory, p *Plan, o FoldOptions) ([]string, error) {
 		if r.s == nil {
 			continue
 		}
-		for _, t := range g.targets {
+		for _, t := range append(append([]string{}, g.targets...), g.scaled...) {
 			pt := &p.Tensors[byName[t]]
-			pt.foldCols(r.s)
+			pt.foldCols(r.s, g.expert)
 		}
 		for _, t := range g.into {
 			if i, ok := byName[t]; ok {
-				pt := &p.Tensors[i]
-				if pt.fold == nil {
-					pt.fold = &Fold{}
-				}
-				pt.fold.Rows = r.s
+				p.Tensors[i].foldRows(r.s, g.expert)
 			}
 		}
 	}
 	return lines, nil
 }
 
-// foldCols records a column scaling of a target and tells its rounder.
-func (pt *PlannedTensor) foldCols(s []float32) {
+// foldRows records a division of a tensor's rows (a vector's entries) by s; of expert
+// expert's rows of a stack (the others' stay as they are), or of all of them for expert −1.
+func (pt *PlannedTensor) foldRows(s []float32, expert int) {
 	if pt.fold == nil {
 		pt.fold = &Fold{}
 	}
-	pt.fold.Cols = s
-	if r, ok := pt.enc.(interface{ Rounder() *Rounder }); ok && r.Rounder() != nil {
-		r.Rounder().SetFold(s)
+	if expert < 0 {
+		pt.fold.Rows = s
+		return
 	}
+	per := int(pt.Shape[1])
+	if pt.fold.Rows == nil {
+		pt.fold.Rows = ones(per * int(pt.Shape[2]))
+	}
+	copy(pt.fold.Rows[expert*per:], s)
+}
+
+// ones returns n ones.
+func ones(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = 1
+	}
+	return v
+}
+
+// foldCols records a column scaling of a target and tells its rounder: of every matrix of a
+// stack of experts (each expert's rounder) for expert −1, of expert expert's only otherwise.
+func (pt *PlannedTensor) foldCols(s []float32, expert int) {
+	if pt.fold == nil {
+		pt.fold = &Fold{}
+	}
+	e, _ := pt.enc.(*ggufEncoder)
+	if expert < 0 {
+		pt.fold.Cols = s
+		if r, ok := pt.enc.(interface{ Rounder() *Rounder }); ok && r.Rounder() != nil {
+			r.Rounder().SetFold(s)
+		}
+		for _, r := range expertRounders(e) {
+			r.SetFold(s)
+		}
+		return
+	}
+	cols, n := int(pt.Shape[0]), int(pt.Shape[2])
+	if pt.fold.Cols == nil {
+		pt.fold.Cols, pt.fold.Per = ones(cols*n), int(pt.Shape[1])
+	}
+	copy(pt.fold.Cols[expert*cols:], s)
+	if rs := expertRounders(e); rs != nil {
+		rs[expert].SetFold(s)
+	}
+}
+
+// expertRounders are a stack's experts' rounders (nil for others).
+func expertRounders(e *ggufEncoder) []*Rounder {
+	if e == nil {
+		return nil
+	}
+	return e.experts
 }
 
 func gguf64(shape []uint64) uint64 {
@@ -180,12 +271,18 @@ func gguf64(shape []uint64) uint64 {
 	return n
 }
 
-// readOriginal reads a planned tensor's values in HF layout with no transform and no fold.
-func (inv *Inventory) readOriginal(pt *PlannedTensor) ([]float32, error) {
-	orig := PlannedTensor{Name: pt.Name, Source: pt.Source, Shape: pt.Shape, ref: pt.ref}
+// readOriginal reads a planned tensor's values in HF layout with no transform and no fold: all
+// of them, or of a stack of experts expert's matrix only (expert ≥ 0).
+func (inv *Inventory) readOriginal(pt *PlannedTensor, expert int) ([]float32, error) {
+	orig := PlannedTensor{Name: pt.Name, Source: pt.Source, Shape: pt.Shape, ref: pt.ref, parts: pt.parts}
 	rows, n := rowsOf(&orig)
+	r0 := 0
+	if expert >= 0 {
+		per := int(pt.Shape[1])
+		r0, rows = expert*per, per
+	}
 	dst := make([]float32, rows*n)
-	if err := inv.readRows(&orig, inv.Spec, 0, rows, dst); err != nil {
+	if err := inv.readRows(&orig, inv.Spec, r0, r0+rows, dst); err != nil {
 		return nil, err
 	}
 	return dst, nil
@@ -195,7 +292,7 @@ func (inv *Inventory) readOriginal(pt *PlannedTensor) ([]float32, error) {
 // for the plan.
 func searchFold(inv *Inventory, p *Plan, g foldGroup, byName map[string]int, o FoldOptions) ([]float32, string, error) {
 	st := o.Stats
-	key := g.targets[0] // the statistics of the shared input are kept under the first layer
+	key := g.statsKey() // the shared input's statistics: those of the first layer, or named
 	ls := st.LinearFor(key)
 	if ls == nil || ls.Count == 0 {
 		return nil, g.label + ": no statistics, not scaled", nil
@@ -211,7 +308,7 @@ func searchFold(inv *Inventory, p *Plan, g foldGroup, byName map[string]int, o F
 		if int(pt.Shape[0]) != cols {
 			return nil, "", fmt.Errorf("%s: %d columns, its input statistics have %d", name, pt.Shape[0], cols)
 		}
-		v, err := inv.readOriginal(pt)
+		v, err := inv.readOriginal(pt, g.expert)
 		if err != nil {
 			return nil, "", err
 		}

@@ -31,7 +31,7 @@ func Metadata(inv *Inventory, p *Plan, name string) ([]gguf.KV, error) {
 		gguf.KV{Key: "general.type", Value: "model"},
 		gguf.KV{Key: "general.name", Value: name},
 		gguf.KV{Key: "general.basename", Value: base}, // the folder's, as convert_hf_to_gguf.py's model id; --name sets general.name only
-		gguf.KV{Key: "general.size_label", Value: SizeLabel(p.Params)},
+		gguf.KV{Key: "general.size_label", Value: p.sizeLabel()},
 	)
 	if lic := hf.ModelCardLicense(inv.Dir); lic != "" {
 		kvs = append(kvs, gguf.KV{Key: "general.license", Value: lic})
@@ -58,6 +58,31 @@ func SizeLabel(n uint64) string {
 	}
 	digits := len(strings.TrimLeft(strconv.FormatFloat(math.RoundToEven(x), 'f', 0, 64), "0"))
 	return strconv.FormatFloat(x, 'f', max(2-digits, 0), 64) + suffix
+}
+
+// sizeLabel is the plan's general.size_label: SizeLabel of its parameters, or for a mixture of
+// experts gguf-py's "EXPERTSxSIZE" (get_total_parameter_count, size_label): the parameters of
+// every tensor but the stacks of experts, plus one expert's of each stack.
+func (p *Plan) sizeLabel() string {
+	var shared, expert, expertSum, stacks uint64
+	for _, t := range p.Tensors {
+		if !t.weight {
+			continue
+		}
+		n := gguf.ElementCount(t.Shape)
+		if len(t.Shape) >= 3 && strings.Contains(t.Name, "_exps.") {
+			e := t.Shape[len(t.Shape)-1] // numpy's shape[-3]: the experts
+			expert += n / e
+			expertSum += e
+			stacks++
+			continue
+		}
+		shared += n
+	}
+	if stacks == 0 {
+		return SizeLabel(p.Params)
+	}
+	return strconv.FormatUint(expertSum/stacks, 10) + "x" + SizeLabel(shared+expert)
 }
 
 // Header builds the GGUF header of a plan.

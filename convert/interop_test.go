@@ -480,3 +480,61 @@ func TestMatchesLlamaQuantizeFamilies(t *testing.T) {
 		})
 	}
 }
+
+// TestMatchesLlamaQuantizeMoE: for synthetic Mixtral and Qwen3-MoE checkpoints (tiny-mixtral,
+// tiny-qwen3moe, seed 7), every tensor gquant writes has the type and the bytes llama-quantize
+// wrote from gquant's F32 GGUF of the same weights (testdata/llamacpp/quantize-moe-hashes.json):
+// the K-quant mixes, q4_0, q8_0 and iq4_xs without an importance matrix; with the one gquant
+// calibrate wrote; and with the one llama-imatrix computed from gquant's F16 GGUF, which
+// gquant reads (a stack of experts as one entry of per-expert counts). The stacks are
+// quantized expert by expert, each with its own importance, experts of count 0 with 1s.
+func TestMatchesLlamaQuantizeMoE(t *testing.T) {
+	b, err := os.ReadFile("../testdata/llamacpp/quantize-moe-hashes.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref map[string]map[string]map[string]map[string][2]string
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	if len(ref) != 2 {
+		t.Fatalf("%d models in the hashes, want 2", len(ref))
+	}
+	for name, kinds := range ref {
+		t.Run(name, func(t *testing.T) {
+			spec, err := synth.Preset(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), name)
+			if err := synth.Generate(dir, spec, synth.Options{Seed: 7}); err != nil {
+				t.Fatal(err)
+			}
+			stats := map[string]string{"plain": "",
+				"gquant-imatrix": filepath.Join("..", "testdata", "llamacpp", name+".imatrix.gguf"),
+				"llama-imatrix":  filepath.Join("..", "testdata", "llamacpp", name+".llama-imatrix.gguf")}
+			checked := 0
+			for kind, schemes := range kinds {
+				for scheme, tensors := range schemes {
+					out := filepath.Join(t.TempDir(), "m.gguf")
+					if _, err := Convert(dir, out, Options{Scheme: scheme, Threads: 2, Stats: stats[kind]}); err != nil {
+						t.Fatalf("%s %s: %v", kind, scheme, err)
+					}
+					got := tensorHashes(t, out)
+					if len(got) != len(tensors) {
+						t.Errorf("%s %s: %d tensors, llama-quantize wrote %d", kind, scheme, len(got), len(tensors))
+					}
+					for tn, want := range tensors {
+						if g := got[tn]; g != want {
+							t.Errorf("%s %s: %s: gquant %v, llama-quantize %v", kind, scheme, tn, g, want)
+						}
+					}
+					checked++
+				}
+			}
+			if checked < 25 {
+				t.Errorf("only %d conversions checked", checked)
+			}
+		})
+	}
+}

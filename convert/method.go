@@ -56,11 +56,22 @@ func (r *Rounder) Finish() {
 	r.mu.Unlock()
 }
 
-// method is the method the rounder uses: its own, or rtn where the statistics lack the
-// matrix's input.
+// method is the method the rounder uses: its own, rtn where the statistics lack the matrix's
+// input, and imatrix for an expert no calibration token was routed to (its Hessian is 0;
+// llama-quantize weights its columns equally, and so does Stats.Importance).
 func (r *Rounder) method() string {
-	if r.Method != MethodRTN && (r.Stats == nil || r.Stats.LinearFor(r.Weight) == nil) {
+	if r.Method == MethodRTN {
 		return MethodRTN
+	}
+	ls := (*stats.LinearStats)(nil)
+	if r.Stats != nil {
+		ls = r.Stats.LinearFor(r.Weight)
+	}
+	switch {
+	case ls == nil:
+		return MethodRTN
+	case ls.Count == 0:
+		return MethodImatrix
 	}
 	return r.Method
 }
@@ -171,7 +182,7 @@ type gptqBlocks interface {
 // (the K-quants' super-blocks, or blocks of 32), or nil.
 func blockCodec(typ gguf.Type, rows, cols int) (gptqBlocks, int, error) {
 	switch typ {
-	case gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.IQ4_XS:
+	case gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K, gguf.IQ4_XS:
 		k, err := quantize.NewKBlocksGPTQ(typ, rows, cols)
 		return k, kBlockGroup, err
 	case gguf.Q4_1, gguf.Q5_0, gguf.Q5_1, gguf.Q8_0, gguf.IQ4_NL:

@@ -57,8 +57,11 @@ type PlannedTensor struct {
 	NeedsImatrix bool `json:"needs_imatrix,omitempty"`
 	// Method is the rounding method of a quantized tensor ("rtn", "imatrix", "gptq", "awq").
 	Method string `json:"method,omitempty"`
-	Note   string `json:"note,omitempty"`
-	Bytes  uint64 `json:"bytes"`
+	// Predicted is the KL the tensor's encoding is predicted to add (--target-bpw's allocated
+	// weights: target.go).
+	Predicted float64 `json:"predicted_kl,omitempty"`
+	Note      string  `json:"note,omitempty"`
+	Bytes     uint64  `json:"bytes"`
 
 	ref   arch.TensorRef
 	typ   gguf.Type // GGUF
@@ -77,6 +80,20 @@ type PlannedTensor struct {
 	// norms); row0 is the first row of the source a tensor cut from a fused one starts at.
 	offset float32
 	row0   int
+	// parts are the HF tensors a stack of expert matrices is read from, one per expert in
+	// expert order (arch.Tensor.Parts; nil for any other tensor, and for a GGUF source).
+	parts []string
+}
+
+// sources lists the source tensors a planned tensor is read from.
+func (t *PlannedTensor) sources() []string {
+	switch {
+	case t.parts != nil:
+		return t.parts
+	case t.Source != "":
+		return []string{t.Source}
+	}
+	return nil
 }
 
 // Ref is the tensor's model role (a graph constant has Layer −1 and its own name as role).
@@ -134,6 +151,11 @@ type Plan struct {
 	Seconds float64 `json:"seconds,omitempty"`
 	// Parts are the files of a GGUF split by SplitMaxSize, in order (empty: one file).
 	Parts []Part `json:"parts,omitempty"`
+	// Target is what --target-bpw or --target-size chose (nil for a scheme).
+	Target *Target `json:"target,omitempty"`
+	// PredictedKL is the sum of the tensors' Predicted: the KL the sensitivities predict for
+	// the weights they measured (--target-bpw, or --sensitivity with a scheme).
+	PredictedKL float64 `json:"predicted_kl,omitempty"`
 
 	spec                   *arch.Spec
 	allBits, linBits, linN float64
@@ -180,6 +202,9 @@ func MakePlan(inv *Inventory, opts PlanOptions) (*Plan, error) {
 		n := gguf.ElementCount(shape)
 		pt.Bytes = uint64(c.Type.RowBytes(int(shape[0]))) * (n / shape[0])
 		pt.enc = &ggufEncoder{typ: c.Type, name: t.Ref.GGUFName(), bytes: pt.Bytes}
+		if len(shape) == 3 { // a stack of experts: each expert's rows take its own importance
+			pt.enc.(*ggufEncoder).expertRows = int(shape[1])
+		}
 		return pt, false, nil
 	})
 	if err != nil {
@@ -206,7 +231,27 @@ func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, 
 	var missing, badShape []string
 	for _, t := range inv.Family.Tensors(spec) {
 		name := inv.sourceName(t)
-		if !t.Generated {
+		if t.Parts != nil && inv.gg == nil { // a stack of experts: each part, of one expert's shape
+			bad := false
+			for _, part := range t.Parts {
+				src, ok := inv.Tensors[part]
+				used[part] = true
+				switch {
+				case !ok:
+					missing = append(missing, part)
+					bad = true
+				case !equalShape(src.Shape, t.HFShape()):
+					badShape = append(badShape, fmt.Sprintf("%s: shape %v, config implies %v", part, src.Shape, t.HFShape()))
+					bad = true
+				case src.DType != inv.Tensors[t.Parts[0]].DType:
+					badShape = append(badShape, fmt.Sprintf("%s: dtype %s, but %s is %s", part, src.DType, t.Parts[0], inv.Tensors[t.Parts[0]].DType))
+					bad = true
+				}
+			}
+			if bad {
+				continue
+			}
+		} else if !t.Generated {
 			src, ok := inv.Tensors[name]
 			want := t.Shape
 			if inv.gg == nil {
@@ -245,7 +290,10 @@ func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, 
 			pt.SrcDType = inv.Tensors[name].DType
 		}
 		if inv.gg == nil { // values and rows as the HF checkpoint holds them
-			pt.offset, pt.row0 = t.Offset, t.SrcRow0
+			pt.offset, pt.row0, pt.parts = t.Offset, t.SrcRow0, t.Parts
+			if t.Parts != nil {
+				pt.Source = stackSource(t.Parts)
+			}
 			var notes []string
 			if t.SrcShape != nil {
 				notes = append(notes, fmt.Sprintf("rows %d-%d of %d", t.SrcRow0, t.SrcRow0+t.Shape[0], t.SrcShape[0]))
@@ -305,6 +353,25 @@ func MakePlanWith(inv *Inventory, format, scheme string, choose Choose) (*Plan, 
 		return nil, fmt.Errorf("%s: %s", inv.Dir, strings.Join(probs, "; "))
 	}
 	return p, nil
+}
+
+// stackSource names the parts of a stack of experts in a plan: the first part with its
+// expert index written as the range ("model.layers.0.mlp.experts.{0..7}.up_proj.weight").
+func stackSource(parts []string) string {
+	first, last := parts[0], parts[len(parts)-1]
+	i := 0 // the common prefix, then the first index that differs
+	for i < len(first) && i < len(last) && first[i] == last[i] {
+		i++
+	}
+	for i > 0 && first[i-1] >= '0' && first[i-1] <= '9' {
+		i--
+	}
+	j := strings.IndexByte(first[i:], '.')
+	if len(parts) == 1 || j < 0 {
+		return first
+	}
+	k := strings.IndexByte(last[i:], '.')
+	return fmt.Sprintf("%s{%s..%s}%s", first[:i], first[i:i+j], last[i:i+k], first[i+j:])
 }
 
 // Add appends a tensor to the plan and updates its totals. A tensor that is not a weight of
@@ -367,6 +434,24 @@ func (p *Plan) Text() string {
 	if p.Calibration != "" {
 		fmt.Fprintf(&b, "calibration: %s\n", p.Calibration)
 	}
+	if tg := p.Target; tg != nil {
+		exact := "exact"
+		if !tg.Exact {
+			exact = "costs rounded up"
+		}
+		fmt.Fprintf(&b, "target: %d weights chosen within %d bytes (%d used); predicted KL %.6g (no choice within the budget below %.6g; %s); other tensors as %s\n",
+			tg.Weights, tg.Budget, tg.Used, p.PredictedKL, tg.BoundKL, exact, tg.Rules)
+		src := "measured now"
+		if !tg.Measured {
+			src = "read from " + tg.Sensitivity
+			if len(tg.Added) > 0 {
+				src += ", extended with " + strings.Join(tg.Added, ", ") + " and written back"
+			}
+		} else if tg.Sensitivity != "" {
+			src += ", written to " + tg.Sensitivity
+		}
+		fmt.Fprintf(&b, "sensitivities: %s; probe: %s\n", src, tg.Probe)
+	}
 	for _, f := range p.Folds {
 		fmt.Fprintf(&b, "fold: %s\n", f)
 	}
@@ -401,6 +486,9 @@ func (p *Plan) Text() string {
 		if t.NeedsImatrix {
 			notes += "; needs an importance matrix"
 		}
+		if t.Predicted != 0 {
+			notes += fmt.Sprintf("; predicted KL %.3g", t.Predicted)
+		}
 		fmt.Fprintf(&b, "%-28s %-14s %-*s %-10d %s\n", t.Name, strings.Join(shape, "x"), width, t.Type, t.Bytes, notes)
 	}
 	for _, d := range p.Dropped {
@@ -408,6 +496,12 @@ func (p *Plan) Text() string {
 	}
 	fmt.Fprintf(&b, "%d tensors, %d parameters, %d bytes of tensor data, %.4f bpw (linear layers %.4f), %d fallbacks",
 		len(p.Tensors), p.Params, p.OutputBytes, p.BPW, p.BPWLinear, p.Fallbacks)
+	if p.Target != nil && p.Target.FileBytes > 0 {
+		fmt.Fprintf(&b, ", file %d bytes", p.Target.FileBytes)
+	}
+	if p.PredictedKL > 0 {
+		fmt.Fprintf(&b, ", predicted KL %.6g (the measured weights)", p.PredictedKL)
+	}
 	if p.Nodes > 0 {
 		fmt.Fprintf(&b, "; graph: %d nodes, %d activations", p.Nodes, p.ActCount)
 	}

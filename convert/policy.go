@@ -175,12 +175,14 @@ type policyState struct {
 
 func useMoreBits(i, n int) bool { return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2 }
 
-// quantizable mirrors tensor_allows_quantization for the tensors our families have.
+// quantizable mirrors tensor_allows_quantization for the tensors our families have: matrices
+// and stacks of expert matrices named *weight, but no norm and no expert router
+// (ffn_gate_inp, which convert_hf_to_gguf.py writes as F32 and llama-quantize keeps).
 func quantizable(name string, ndims int) bool {
 	if ndims < 2 || !strings.HasSuffix(name, "weight") {
 		return false
 	}
-	return !strings.Contains(name, "_norm.weight")
+	return !strings.Contains(name, "_norm.weight") && !strings.Contains(name, "ffn_gate_inp.weight")
 }
 
 // category is llama-quant.cpp's tensor_get_category: broad roles found by name, so that
@@ -234,7 +236,11 @@ func (st *policyState) choose(ref arch.TensorRef, shape []uint64) Choice {
 	name := ref.GGUFName()
 	cat := categoryOf(name)
 	if !quantizable(name, len(shape)) {
-		return Choice{Type: gguf.F32, Wanted: gguf.F32, Reason: "1-D or norm: kept F32"}
+		why := "1-D or norm: kept F32"
+		if ref.Role == arch.FFNGateInp {
+			why = "expert router: kept F32"
+		}
+		return Choice{Type: gguf.F32, Wanted: gguf.F32, Reason: why}
 	}
 	// llama_tensor_get_type, the outer rules first.
 	switch {
@@ -261,7 +267,7 @@ func (st *policyState) choose(ref arch.TensorRef, shape []uint64) Choice {
 		}
 	}
 	if !st.pure {
-		c.Type, c.Reason = st.mix(cat, base, shape)
+		c.Type, c.Reason = st.mix(cat, base, shape, ref.Layer)
 	} else {
 		c.Reason = "--pure"
 	}
@@ -269,13 +275,27 @@ func (st *policyState) choose(ref arch.TensorRef, shape []uint64) Choice {
 }
 
 // mix is llama-quant.cpp's llama_tensor_get_type_impl, branch by branch, for the families
-// gquant converts (its Falcon, MXFP4 and 8-expert rules aside).
-func (st *policyState) mix(cat category, base gguf.Type, shape []uint64) (gguf.Type, string) {
+// gquant converts (its Falcon and MXFP4 rules aside), with its rules for mixtures of experts:
+// n_expert == 8 (Mixtral 8x7B's count) bumps attn_v and attn_k, and some attn_output, and
+// the FFN tensors' layer is the one their name says (layer_info), not a count. layer is the
+// tensor's block.
+func (st *policyState) mix(cat category, base gguf.Type, shape []uint64, layer int) (gguf.Type, string) {
 	ft := st.preset.FileType
 	nx := int(shape[0])
 	gqa := 1
 	if st.spec.KVHeads > 0 {
 		gqa = st.spec.Heads / st.spec.KVHeads
+	}
+	nExpert := st.spec.Experts
+	// ffnLayer is llama.cpp's layer_info: with experts the layer of the name, otherwise the
+	// count of the kind's tensors ruled on so far (then advanced).
+	ffnLayer := func(counter *int) int {
+		i := *counter
+		*counter++
+		if nExpert > 1 {
+			return layer
+		}
+		return i
 	}
 	iq2Class := ft == ftIQ2_XXS || ft == ftIQ2_XS || ft == ftIQ1_S || ft == ftIQ2_S || ft == ftIQ2_M || ft == ftIQ1_M
 	iq2sm := ft == ftIQ2_S || ft == ftIQ2_M
@@ -307,11 +327,18 @@ func (st *policyState) mix(cat category, base gguf.Type, shape []uint64) (gguf.T
 			switch {
 			case gqa >= 4:
 				return gguf.Q4_K, "attn_v with GQA ≥ 4: Q4_K"
+			case nExpert >= 4:
+				return gguf.Q4_K, "attn_v with 4 or more experts: Q4_K"
 			case iq2sm:
 				return gguf.IQ3_S, "attn_v: IQ3_S"
 			}
 			return gguf.Q2_K, "attn_v: Q2_K"
+		case catAttnK:
+			if nExpert == 8 {
+				return gguf.Q4_K, "attn_k with 8 experts: Q4_K"
+			}
 		case catFFNDown:
+			// llama.cpp compares its ffn_down count (not the layer) here, with or without experts.
 			i := st.iFFNDown
 			st.iFFNDown++
 			if i < st.spec.Layers/8 {
@@ -322,6 +349,8 @@ func (st *policyState) mix(cat category, base gguf.Type, shape []uint64) (gguf.T
 			}
 		case catAttnOut:
 			switch {
+			case nExpert == 8:
+				return gguf.Q5_K, "attn_output with 8 experts: Q5_K"
 			case ft == ftIQ1_S || ft == ftIQ1_M:
 				return gguf.IQ2_XXS, "attn_output: IQ2_XXS"
 			case iq2sm:
@@ -363,13 +392,18 @@ func (st *policyState) mix(cat category, base gguf.Type, shape []uint64) (gguf.T
 		if st.is70B() && (t == gguf.Q3_K || t == gguf.Q4_K) {
 			t, why = gguf.Q5_K, "attn_v of a 70B model: Q5_K"
 		}
+		if nExpert == 8 {
+			t, why = gguf.Q8_0, "attn_v with 8 experts: Q8_0"
+		}
 		st.iAttnV++
 		return t, why
 	case cat == catAttnK:
-		switch ft {
-		case ftIQ3_XS:
+		switch {
+		case nExpert == 8:
+			return gguf.Q8_0, "attn_k with 8 experts: Q8_0"
+		case ft == ftIQ3_XS:
 			return gguf.IQ3_XXS, "attn_k: IQ3_XXS"
-		case ftIQ3_XXS:
+		case ft == ftIQ3_XXS:
 			return gguf.IQ2_S, "attn_k: IQ2_S"
 		}
 	case cat == catAttnQ:
@@ -382,8 +416,7 @@ func (st *policyState) mix(cat category, base gguf.Type, shape []uint64) (gguf.T
 	case cat == catFFNDown:
 		// llama.cpp counts ffn_down tensors for dense models (layer_info): the count is the
 		// layer unless --tensor-type took some of them out of the mix.
-		i, n := st.iFFNDown, st.spec.Layers
-		st.iFFNDown++
+		i, n := ffnLayer(&st.iFFNDown), st.spec.Layers
 		switch {
 		case ft == ftQ2_K:
 			return gguf.Q3_K, "ffn_down: Q3_K"
@@ -400,8 +433,8 @@ func (st *policyState) mix(cat category, base gguf.Type, shape []uint64) (gguf.T
 			return gguf.Q5_K, "ffn_down of the first n/16 layers: Q5_K"
 		case ft == ftQ3_K_M:
 			return gguf.Q4_K, "ffn_down: Q4_K"
-		case ft == ftIQ3_M && i < n/8:
-			return gguf.Q4_K, "ffn_down of the first n/8 layers: Q4_K"
+		case ft == ftIQ3_M && (i < n/8 || (nExpert == 8 && useMoreBits(i, n))):
+			return gguf.Q4_K, "ffn_down of the first n/8 (8 experts: use_more_bits) layers: Q4_K"
 		case ft == ftQ3_K_L:
 			return gguf.Q5_K, "ffn_down: Q5_K"
 		case ft == ftQ4_K_M:
@@ -421,6 +454,11 @@ func (st *policyState) mix(cat category, base gguf.Type, shape []uint64) (gguf.T
 			}
 			return t, "ffn_down of the first n/8 layers with imatrix: " + t.String()
 		}
+	case cat == catAttnOut && nExpert == 8:
+		switch ft {
+		case ftQ2_K, ftIQ3_XS, ftIQ3_XXS, ftQ3_K_S, ftQ3_K_M, ftIQ4_NL, ftQ4_K_S, ftQ4_K_M, ftIQ3_S, ftIQ3_M, ftIQ4_XS:
+			return gguf.Q5_K, "attn_output with 8 experts: Q5_K"
+		}
 	case cat == catAttnOut:
 		switch ft {
 		case ftQ2_K:
@@ -437,8 +475,7 @@ func (st *policyState) mix(cat category, base gguf.Type, shape []uint64) (gguf.T
 		if cat == catFFNUp {
 			counter = &st.iFFNUp
 		}
-		i, n := *counter, st.spec.Layers
-		*counter++
+		i, n := ffnLayer(counter), st.spec.Layers
 		if ft == ftIQ3_XS && i >= n/8 && i < 7*n/8 {
 			return gguf.IQ3_XXS, "ffn_gate/ffn_up of the middle layers: IQ3_XXS"
 		}
@@ -447,12 +484,15 @@ func (st *policyState) mix(cat category, base gguf.Type, shape []uint64) (gguf.T
 }
 
 // is70B is llama.cpp's LLM_TYPE_70B as its loaders set it for the families gquant converts:
-// 80 layers (Llama: with grouped-query attention; Qwen2: any).
+// 80 layers (Llama, and Mixtral unless it has 8 experts: with grouped-query attention;
+// Qwen2: any).
 func (st *policyState) is70B() bool {
 	s := st.spec
 	switch s.Family {
 	case "llama":
 		return s.Layers == 80 && s.Heads != s.KVHeads
+	case "mixtral":
+		return s.Layers == 80 && s.Heads != s.KVHeads && s.Experts != 8
 	case "qwen2":
 		return s.Layers == 80
 	}
@@ -475,6 +515,9 @@ func (st *policyState) sourceType(ref arch.TensorRef) gguf.Type {
 // and fewer, and Q2_K in a Q2_K_S file; token_embd and output never.
 func (st *policyState) needsImatrix(cat category, c Choice) Choice {
 	if cat == catTokenEmbd || cat == catOutput {
+		// Exempt in llama-quantize's rule; ggml's quantizer still asserts one for these
+		// types (Convert refuses them by name when the statistics lack the tensor).
+		c.NeedsImatrix = quantize.RequiresImatrix(c.Type)
 		return c
 	}
 	switch c.Type {

@@ -23,6 +23,10 @@ type llamaTypes map[string]struct {
 		KVHeads                                    int `json:"kv_heads"`
 		HeadDim                                    int `json:"head_dim"`
 		Tied                                       bool
+		// Mixtures of experts (0 for the dense shapes).
+		Experts     int
+		ExpertsUsed int `json:"experts_used"`
+		ExpertFF    int `json:"expert_ff"`
 	}
 	Names []string
 	Cases map[string]string
@@ -47,9 +51,11 @@ func readLlamaTypes(t *testing.T) llamaTypes {
 	return lt
 }
 
-// TestPolicyMatchesLlamaQuantizeDryRun: for 7 model shapes (stories260k, stories3m, 32 layers
+// TestPolicyMatchesLlamaQuantizeDryRun: for 12 model shapes (stories260k, stories3m, 32 layers
 // with GQA 4, 32 tied layers without GQA, 80-layer Llama with GQA 8 and Qwen2 (llama.cpp's
-// 70B rule), rows of 320), every file type llama-quantize writes and six option sets (none,
+// 70B rule), rows of 320; mixtures of experts: Mixtral of 16 layers with 8 experts and GQA 4
+// and with 4 experts, tied, no GQA, Mixtral of 80 layers with 4 experts (70B again), Qwen3-MoE
+// of 16 layers with 8 and with 4 experts), every file type llama-quantize writes and six option sets (none,
 // --imatrix, --pure, --leave-output-tensor, --output-tensor-type with --token-embedding-type,
 // two --tensor-type overrides), gquant's plan gives every tensor llama-quantize's type and
 // says when an importance matrix is required. Where llama-quantize aborts (no fallback for a
@@ -67,8 +73,12 @@ func TestPolicyMatchesLlamaQuantizeDryRun(t *testing.T) {
 		s := mod.Spec
 		spec := &arch.Spec{Family: s.Family, GGUFArch: s.Family, Hidden: s.Hidden, Intermediate: s.Intermediate, Layers: s.Layers,
 			Heads: s.Heads, KVHeads: s.KVHeads, HeadDim: s.HeadDim, Vocab: s.Vocab, Context: 256, RMSEps: 1e-5, RopeTheta: 10000,
-			Tied: s.Tied, QKVBias: s.Family == "qwen2"}
-		fam, err := arch.ForGGUF(s.Family)
+			Tied: s.Tied, QKVBias: s.Family == "qwen2", QKNorm: s.Family == "qwen3moe",
+			Experts: s.Experts, ExpertsUsed: s.ExpertsUsed, ExpertFF: s.ExpertFF, NormTopK: s.Experts > 0}
+		if s.Family == "mixtral" {
+			spec.GGUFArch = "llama"
+		}
+		fam, err := arch.ForSpec(spec)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,12 +2,17 @@ package convert
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gquant/gquant/formats/gguf"
+	"github.com/gquant/gquant/formats/hf/synth"
+	"github.com/gquant/gquant/formats/safetensors"
 )
 
 // TestRequantizeGGUF: a GGUF of the model's weights (BF16, F32, and BF16 split in parts),
@@ -106,5 +111,79 @@ func TestSizeLabel(t *testing.T) {
 		if got := SizeLabel(n); got != want {
 			t.Errorf("SizeLabel(%d) = %s, want %s", n, got, want)
 		}
+	}
+}
+
+// TestMoEPlan: a Qwen3-MoE checkpoint's plan stacks each layer's experts into llama.cpp's 3-D
+// tensors from the per-expert HF tensors, keeps the router F32, and labels the size as
+// gguf-py does for experts: tiny-qwen3moe holds 1,054,464 parameters outside the stacks
+// (embedding and lm_head 2 × 131,072, per layer q 131,072, k and v 65,536, o 131,072, router
+// 2,048 and norms 768; output_norm 256) and 65,536 per expert of each of its 6 stacks, so
+// "8x" + 1,447,680 rounded, "8x1.4M".
+func TestMoEPlan(t *testing.T) {
+	spec, err := synth.Preset("tiny-qwen3moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := synth.Generate(dir, spec, synth.Options{Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Convert(dir, "", Options{Scheme: "q4_k_m", DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]PlannedTensor{}
+	for _, pt := range p.Tensors {
+		byName[pt.Name] = pt
+	}
+	up, router := byName["blk.1.ffn_up_exps.weight"], byName["blk.1.ffn_gate_inp.weight"]
+	if up.Source != "model.layers.1.mlp.experts.{0..7}.up_proj.weight" || !slices.Equal(up.Shape, []uint64{256, 256, 8}) || up.Type != "Q4_K" {
+		t.Errorf("up stack: %+v", up)
+	}
+	if router.Type != "F32" || !slices.Equal(router.Shape, []uint64{256, 8}) {
+		t.Errorf("router: %+v", router)
+	}
+	if got := p.sizeLabel(); got != "8x1.4M" {
+		t.Errorf("size label %q, want 8x1.4M", got)
+	}
+}
+
+// TestMoEUnmappedTensor: a tensor the family does not have (a Qwen2-MoE-style shared expert
+// beside Qwen3-MoE's experts) stays an error naming it.
+func TestMoEUnmappedTensor(t *testing.T) {
+	spec, err := synth.Preset("tiny-qwen3moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Layers = 1
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := synth.Generate(dir, spec, synth.Options{Seed: 1, ShardSize: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	index := filepath.Join(dir, safetensors.IndexName)
+	b, err := os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx map[string]any
+	if err := json.Unmarshal(b, &idx); err != nil {
+		t.Fatal(err)
+	}
+	const extra = "model.layers.0.mlp.shared_expert.up_proj.weight"
+	zero := func(w io.Writer) error { _, err := w.Write(make([]byte, 2*256*256)); return err }
+	if err := safetensors.WriteFile(filepath.Join(dir, "extra.safetensors"), []safetensors.NamedTensor{
+		{Name: extra, DType: safetensors.BF16, Shape: []int{256, 256}, Source: zero}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	wm := idx["weight_map"].(map[string]any)
+	wm[extra] = "extra.safetensors"
+	b, _ = json.Marshal(idx)
+	if err := os.WriteFile(index, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Convert(dir, "", Options{Scheme: "q4_k_m", DryRun: true})
+	if err == nil || !strings.HasSuffix(err.Error(), "1 unmapped tensors for Qwen3MoeForCausalLM: "+extra) {
+		t.Errorf("conversion: %v", err)
 	}
 }

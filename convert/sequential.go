@@ -79,6 +79,9 @@ func executeSequential(inv *Inventory, p *Plan, sink Sink, opts ExecOptions, run
 	for i, ws := range stages {
 		for _, w := range ws {
 			at[w] = i
+			if stack, _, ok := arch.SplitExpert(w); ok { // an expert's matrix: its stack's stage
+				at[stack] = i
+			}
 		}
 	}
 	phases := make([][]int, len(stages)+1) // phases[0]: the tensors of no stage
@@ -88,7 +91,7 @@ func executeSequential(inv *Inventory, p *Plan, sink Sink, opts ExecOptions, run
 			return fmt.Errorf("%s: layer-sequential execution does not take folded tensors (AWQ, --smooth)", pt.Name)
 		}
 		ph := 0
-		if s, ok := at[pt.Name]; ok && len(pt.Shape) == 2 {
+		if s, ok := at[pt.Name]; ok && len(pt.Shape) >= 2 {
 			ph = s + 1
 		}
 		phases[ph] = append(phases[ph], i)
@@ -145,6 +148,14 @@ func executeSequential(inv *Inventory, p *Plan, sink Sink, opts ExecOptions, run
 					copy(src[sr*cols:(sr+1)*cols], vals[r*cols:(r+1)*cols])
 				}
 				vals = src
+			}
+			if pt.ref.Role.IsExperts() { // each expert's matrix, as the model replaces them
+				n := int(pt.Shape[2])
+				per := len(vals) / n
+				for e := 0; e < n; e++ {
+					weights[arch.ExpertWeight(pt.Name, e)] = vals[e*per : (e+1)*per]
+				}
+				continue
 			}
 			weights[pt.Name] = vals
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/gquant/gquant/formats/stats"
@@ -39,15 +40,42 @@ func importance(st *stats.Stats, p *Plan, weights string) (map[string][]float32,
 	}
 	cols := map[string]int{}
 	linear := map[string]bool{}
+	experts := map[string][][]float32{} // stacks of experts: each expert's importance
 	for _, t := range p.Tensors {
 		cols[t.Name] = int(t.Shape[0])
 		if t.ref.Role.IsLinear() || t.ref.Role == arch.Output {
 			linear[t.Name] = true
 		}
+		if t.ref.Role.IsExperts() {
+			experts[t.Name] = make([][]float32, t.Shape[2])
+		}
 	}
 	out := map[string][]float32{}
 	var probs, unknown []string
 	for _, l := range st.Linear {
+		if stack, e, ok := arch.SplitExpert(l.Weight); ok && experts[stack] != nil {
+			imp := st.Importance(l.Weight)
+			switch {
+			case e >= len(experts[stack]):
+				unknown = append(unknown, l.Weight)
+			case len(imp) != cols[stack]:
+				probs = append(probs, fmt.Sprintf("%s: %d columns in the stats, %d in the model", l.Weight, len(imp), cols[stack]))
+			default:
+				if err := finite(imp); err != nil {
+					probs = append(probs, fmt.Sprintf("%s: %v", l.Weight, err))
+				}
+				experts[stack][e] = imp
+			}
+			continue
+		}
+		if es := experts[l.Weight]; es != nil && len(st.Importance(l.Weight)) == len(es)*cols[l.Weight] {
+			// A stack's entry of one count (a legacy .dat imatrix): its experts' columns in turn.
+			imp := st.Importance(l.Weight)
+			for e := range es {
+				es[e] = imp[e*cols[l.Weight] : (e+1)*cols[l.Weight]]
+			}
+			continue
+		}
 		n, ok := cols[l.Weight]
 		if !ok && l.Weight == "output.weight" && p.spec.Tied {
 			continue // the head of a tied model is token_embd, which llama-quantize looks up by its own name
@@ -66,6 +94,35 @@ func importance(st *stats.Stats, p *Plan, weights string) (map[string][]float32,
 			continue
 		}
 		out[l.Weight] = imp
+	}
+	for i := range p.Tensors {
+		pt := &p.Tensors[i]
+		es := experts[pt.Name]
+		if es == nil {
+			continue
+		}
+		var lacking, unreached []string
+		for e, imp := range es {
+			switch {
+			case imp == nil:
+				lacking = append(lacking, arch.ExpertWeight(pt.Name, e))
+			case st.LinearFor(arch.ExpertWeight(pt.Name, e)) != nil && st.LinearFor(arch.ExpertWeight(pt.Name, e)).Count == 0:
+				unreached = append(unreached, strconv.Itoa(e))
+			}
+		}
+		if len(lacking) > 0 {
+			if len(lacking) < len(es) { // all lacking: reported below as a weight without stats
+				probs = append(probs, fmt.Sprintf("%s: no stats for %d of its %d experts: %s", pt.Name, len(lacking), len(es), strings.Join(problems.First(lacking, 5), ", ")))
+			}
+			continue
+		}
+		if len(unreached) > 0 {
+			// llama-quantize weights the columns of an expert of count 0 equally (importance 1).
+			pt.Note = joinNote(pt.Note, fmt.Sprintf("expert(s) %s saw no calibration token: importance 1, as llama-quantize", strings.Join(unreached, ", ")))
+		}
+		for _, imp := range es {
+			out[pt.Name] = append(out[pt.Name], imp...)
+		}
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
@@ -94,4 +151,12 @@ func finite(imp []float32) error {
 		}
 	}
 	return nil
+}
+
+// joinNote appends a remark to a plan tensor's note.
+func joinNote(note, more string) string {
+	if note == "" {
+		return more
+	}
+	return note + "; " + more
 }

@@ -26,7 +26,8 @@ type Encoding interface {
 	// Quantize encodes nrows rows of nPerRow floats (nPerRow a multiple of BlockSize) from src
 	// into dst (len nrows*RowBytes(Type(), nPerRow)). imatrix is nil or holds nPerRow importance
 	// weights, one per column, with the same semantics as ggml_quantize_chunk (types that ignore
-	// it: F32, F16, BF16, Q8_0, TQ1_0, TQ2_0). Wrong lengths are a programming error and panic.
+	// it: F32, F16, BF16, Q8_0, TQ1_0, TQ2_0; types that require it, RequiresImatrix, panic
+	// without it). Wrong lengths are a programming error and panic.
 	Quantize(dst []byte, src []float32, nrows, nPerRow int, imatrix []float32)
 	// Dequantize decodes whole blocks: len(dst) = number of blocks × BlockSize, and src holds
 	// exactly that many blocks. It gives the same floats as ggml's to_float.

@@ -9,8 +9,8 @@ import (
 	"github.com/gquant/gquant/formats/gguf"
 )
 
-// TestKBlocksGPTQDiagonal: with a diagonal Hessian GPTQ spreads no error, so GPTQ into Q4_K
-// and Q5_K blocks (importance diag(H)) writes exactly the bytes of llama.cpp's quantizer with
+// TestKBlocksGPTQDiagonal: with a diagonal Hessian GPTQ spreads no error, so GPTQ into the
+// super-block types (importance diag(H)) writes exactly the bytes of llama.cpp's quantizer with
 // that importance matrix (the codec that matches ggml_quantize_chunk), with act-order and
 // static groups and without.
 func TestKBlocksGPTQDiagonal(t *testing.T) {
@@ -27,7 +27,7 @@ func TestKBlocksGPTQDiagonal(t *testing.T) {
 		imp[j] = v
 		H[j*cols+j] = float64(v)
 	}
-	for _, typ := range []gguf.Type{gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
+	for _, typ := range []gguf.Type{gguf.Q2_K, gguf.Q3_K, gguf.Q4_K, gguf.Q5_K, gguf.Q6_K} {
 		enc, err := For(typ)
 		if err != nil {
 			t.Fatal(err)
@@ -124,9 +124,90 @@ func TestKBlocksGPTQRefuses(t *testing.T) {
 	for _, c := range []struct {
 		typ  gguf.Type
 		cols int
-	}{{gguf.Q4_0, 256}, {gguf.Q3_K, 256}, {gguf.Q4_K, 300}} {
+	}{{gguf.Q4_0, 256}, {gguf.Q8_0, 256}, {gguf.Q4_K, 300}, {gguf.Q2_K, 128}} {
 		if _, err := NewKBlocksGPTQ(c.typ, 2, c.cols); err == nil {
 			t.Errorf("%v × %d: accepted", c.typ, c.cols)
+		}
+	}
+}
+
+// recordingQuantizer remembers the value Round returned for every element.
+type recordingQuantizer struct {
+	GPTQQuantizer
+	cols int
+	got  []float32
+}
+
+func (q *recordingQuantizer) Round(r, g, c int, x float32) float32 {
+	v := q.GPTQQuantizer.Round(r, g, c, x)
+	q.got[r*q.cols+c] = v
+	return v
+}
+
+// TestKBlocksGPTQLowBits: GPTQ into Q2_K and Q3_K on correlated inputs. The bytes decode, with
+// the codec's own dequantize_row (the ggml layout), to exactly the values GPTQ's rounding
+// assumed, and the output error ‖X(W − Ŵ)ᵀ‖² is below that of llama.cpp's quantizer with the
+// inputs' importance matrix at the same bytes.
+func TestKBlocksGPTQLowBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const rows, cols, n = 8, 512, 2048
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64() * 0.05)
+	}
+	X := make([]float64, n*cols)
+	for t0 := 0; t0 < n; t0++ {
+		base := rng.NormFloat64()
+		for j := 0; j < cols; j++ {
+			X[t0*cols+j] = 0.8*base + 0.6*rng.NormFloat64()*math.Exp(float64(j%7)/4)
+		}
+	}
+	H := make([]float64, cols*cols)
+	for t0 := 0; t0 < n; t0++ {
+		x := X[t0*cols : (t0+1)*cols]
+		for i := 0; i < cols; i++ {
+			for j := 0; j < cols; j++ {
+				H[i*cols+j] += x[i] * x[j]
+			}
+		}
+	}
+	imp := make([]float32, cols)
+	for j := range imp {
+		imp[j] = float32(H[j*cols+j] / n)
+	}
+	for _, typ := range []gguf.Type{gguf.Q2_K, gguf.Q3_K} {
+		enc, _ := For(typ)
+		outErr := func(b []byte) float64 {
+			wq := make([]float32, rows*cols)
+			enc.Dequantize(wq, b)
+			d := make([]float64, rows*cols)
+			for i := range d {
+				d[i] = float64(w[i]) - float64(wq[i])
+			}
+			return quadLoss(d, rows, cols, H, nil)
+		}
+		ref := make([]byte, rows*typ.RowBytes(cols))
+		enc.Quantize(ref, w, rows, cols, imp)
+		k, err := NewKBlocksGPTQ(typ, rows, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rq := &recordingQuantizer{GPTQQuantizer: k, cols: cols, got: make([]float32, rows*cols)}
+		if _, err := GPTQWith(rq, w, rows, cols, H, GPTQOptions{ClipSearch: true}); err != nil {
+			t.Fatal(err)
+		}
+		b := k.Bytes()
+		dec := make([]float32, rows*cols)
+		enc.Dequantize(dec, b)
+		for i := range dec {
+			if dec[i] != rq.got[i] {
+				t.Fatalf("%v: element %d decodes to %g, GPTQ rounded it to %g", typ, i, dec[i], rq.got[i])
+			}
+		}
+		eRef, eGPTQ := outErr(ref), outErr(b)
+		t.Logf("%v output error: imatrix %.4g, GPTQ %.4g (%.2f×)", typ, eRef, eGPTQ, eGPTQ/eRef)
+		if !(eGPTQ < 0.8*eRef) {
+			t.Errorf("GPTQ into %v: output error %.4g, not below 0.8× the imatrix quantizer's %.4g", typ, eGPTQ, eRef)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/internal/mapped"
+	"github.com/gquant/gquant/runtime/arch"
 	"github.com/gquant/gquant/runtime/kernels"
 )
 
@@ -91,13 +92,17 @@ func (m *Model) EvalBlocks(st *State, tokens []int, x []float32, l0, l1 int) ([]
 	return append([]float32(nil), st.rows(m.plan.vals[residual(l1-1)], 0, n)...), nil
 }
 
-// ReplaceLinear makes the weight matrix name (GGUF name, a linear layer's) float32 values w
-// (rows × cols, the source's row order), for the evaluations that follow. The model must have
-// been loaded with Options.Blocks.
+// ReplaceLinear makes the weight matrix name (GGUF name, a linear layer's, or an expert's
+// matrix, arch.ExpertWeight) float32 values w (rows × cols, the source's row order), for the
+// evaluations that follow. The model must have been loaded with Options.Blocks.
 func (m *Model) ReplaceLinear(name string, w []float32) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.mats[name]
+	stack, expert, isExpert := arch.SplitExpert(name) // an expert's matrix (arch.ExpertWeight)
+	if ws := m.experts[stack]; isExpert && expert < len(ws) {
+		old = ws[expert]
+	}
 	switch {
 	case !m.blocks:
 		return fmt.Errorf("%s: ReplaceLinear: the model was not loaded for block-wise evaluation", m.path)
@@ -112,7 +117,11 @@ func (m *Model) ReplaceLinear(name string, w []float32) error {
 		return err
 	}
 	nw.Pack()
-	m.mats[name] = nw
+	if isExpert && m.experts[stack] != nil {
+		m.experts[stack][expert] = nw
+	} else {
+		m.mats[name] = nw
+	}
 	m.rebind(old, nw)
 	if m.fileBacked[old] && !m.uses(old) {
 		mapped.Release(old.Data) // its pages leave the resident set (they stay in the page cache)
@@ -134,6 +143,12 @@ func (m *Model) ReleaseBlock(l int) {
 			delete(m.mats, en.n.Weight)
 			m.rebind(en.w, nil)
 		}
+		if en.n.Layer == l && en.n.Op == arch.OpMoE {
+			for i, st := range []string{en.n.GateExps, en.n.UpExps, en.n.DownExps} {
+				delete(m.experts, st)
+				en.exps[i] = nil
+			}
+		}
 	}
 }
 
@@ -142,6 +157,13 @@ func (m *Model) uses(w *kernels.Matrix) bool {
 	for _, en := range m.plan.nodes {
 		if en.w == w {
 			return true
+		}
+		for _, ws := range en.exps {
+			for _, x := range ws {
+				if x == w {
+					return true
+				}
+			}
 		}
 	}
 	return false
@@ -152,6 +174,13 @@ func (m *Model) rebind(old, nw *kernels.Matrix) {
 	for _, en := range m.plan.nodes {
 		if en.w == old {
 			en.w = nw
+		}
+		for _, ws := range en.exps {
+			for i, x := range ws {
+				if x == old {
+					ws[i] = nw
+				}
+			}
 		}
 	}
 	for i := range m.plan.steps {

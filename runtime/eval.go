@@ -48,6 +48,7 @@ func (m *Model) forward(st *State, tokens []int, allLogits bool) []float32 {
 		first = n - 1
 	}
 	m.begin(st, n, first, true)
+	st.read += m.denseBytes
 	for i := range m.plan.steps {
 		m.runStep(st, &m.plan.steps[i], tokens, n)
 	}

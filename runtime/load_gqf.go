@@ -141,6 +141,9 @@ func openGQF(path string) (*source, map[string]*gqf.Encoding, [2]float64, error)
 	}()
 	man := f.Manifest
 	fam, spec, err := arch.SpecFromGQF(man)
+	if err == nil {
+		err = arch.CheckGQF(spec)
+	}
 	if err != nil {
 		return nil, nil, [2]float64{}, fmt.Errorf("%s: %w", path, err)
 	}

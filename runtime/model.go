@@ -31,9 +31,11 @@ type Model struct {
 
 	embd *embedding
 	// mats and vecs are the weight matrices and the vectors (norms, biases), by GGUF name;
-	// a tied output is mats["token_embd.weight"].
-	mats map[string]*kernels.Matrix
-	vecs map[string][]float32
+	// a tied output is mats["token_embd.weight"]. experts holds each stack of expert matrices
+	// (GGUF name) as one matrix per expert, views of the stored bytes.
+	mats    map[string]*kernels.Matrix
+	vecs    map[string][]float32
+	experts map[string][]*kernels.Matrix
 
 	// dyn is a gqf file's run-time encoding of linear inputs (w4a8), nil for none;
 	// dynInKernel marks the matrices whose kernels quantize their input that way themselves
@@ -43,6 +45,9 @@ type Model struct {
 
 	bpwAll, bpwLinear float64
 	weightBytes       int64
+	// denseBytes is the weight bytes every evaluation reads whatever the tokens (weightBytes
+	// without the experts); an evaluation reads its routed experts' on top (State.BytesRead).
+	denseBytes int64
 	// encTotal counts a gqf file's activation encodings, every one placed on a point of the
 	// graph (placeEncodings).
 	encTotal int
@@ -95,7 +100,8 @@ func Load(path string, opts Options) (*Model, error) {
 func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 	s := src.spec
 	m := &Model{spec: s, tok: src.tok, path: src.file, hooks: opts.Hooks, close: src.close,
-		mats: map[string]*kernels.Matrix{}, vecs: map[string][]float32{}, dyn: src.dyn, dynInKernel: map[*kernels.Matrix]bool{},
+		mats: map[string]*kernels.Matrix{}, vecs: map[string][]float32{}, experts: map[string][]*kernels.Matrix{},
+		dyn: src.dyn, dynInKernel: map[*kernels.Matrix]bool{},
 		blocks: opts.Blocks, fileBacked: map[*kernels.Matrix]bool{}}
 	m.graph = arch.ModelGraph(s)
 	reads := graphReads(m.graph)
@@ -184,7 +190,7 @@ func build(src *source, opts Options, quant map[string]*qdq) (*Model, error) {
 		return nil, fmt.Errorf("%s: %w", src.file, err)
 	}
 	m.plan = p
-	m.weightBytes = m.streamedBytes()
+	m.weightBytes, m.denseBytes = m.streamedBytes()
 
 	threads := opts.Threads
 	if threads <= 0 {
@@ -213,9 +219,10 @@ func sameShape(a, b []int) bool {
 type tensorUse uint8
 
 const (
-	useEmbed  tensorUse = 1 << iota // an embed node's rows
-	useMatrix                       // a linear node's weight
-	useVector                       // an rms_norm node's weight, a linear node's bias
+	useEmbed   tensorUse = 1 << iota // an embed node's rows
+	useMatrix                        // a linear node's weight
+	useVector                        // an rms_norm node's weight, a linear node's bias
+	useExperts                       // a moe node's stack of expert matrices
 )
 
 // graphReads maps every tensor the nodes of g read (GGUF name) to how they read it.
@@ -232,6 +239,10 @@ func graphReads(g *arch.Graph) map[string]tensorUse {
 			}
 		case arch.OpRMSNorm:
 			reads[n.Weight] |= useVector
+		case arch.OpMoE:
+			for _, w := range []string{n.GateExps, n.UpExps, n.DownExps} {
+				reads[w] |= useExperts
+			}
 		}
 	}
 	return reads
@@ -256,7 +267,32 @@ func (m *Model) place(name string, use tensorUse, rt rawTensor, mode kernels.Act
 	if use&useVector != 0 {
 		m.vecs[name], err = decodeVector(rt)
 	}
+	if use&useExperts != 0 {
+		err = m.placeExperts(name, rt, mode)
+	}
 	return err
+}
+
+// placeExperts stores a stack of expert matrices as one kernels matrix per expert over its
+// bytes.
+func (m *Model) placeExperts(name string, rt rawTensor, mode kernels.ActMode) error {
+	parts, err := rt.experts()
+	if err != nil {
+		return err
+	}
+	ws := make([]*kernels.Matrix, len(parts))
+	for e, data := range parts {
+		w, err := newLinear(rawTensor{name: arch.ExpertWeight(name, e), typ: rt.typ, shape: rt.shape[1:], data: data}, mode)
+		if err != nil {
+			return err
+		}
+		ws[e] = w
+		if len(w.Data) > 0 && len(data) > 0 && &w.Data[0] == &data[0] {
+			m.fileBacked[w] = true
+		}
+	}
+	m.experts[name] = ws
+	return nil
 }
 
 // placeMatrix stores a weight matrix: the source's own matrix when it makes one (gqf's packed
@@ -292,8 +328,9 @@ func (m *Model) placeMatrix(name string, rt rawTensor, mode kernels.ActMode, src
 	return nil
 }
 
-// matrices lists every weight matrix of the model, in graph order, each once.
-func (m *Model) matrices() []*kernels.Matrix {
+// matrices lists every weight matrix of the model, in graph order, each once: the linear
+// nodes', then (dense false) every expert's.
+func (m *Model) matrices(dense bool) []*kernels.Matrix {
 	var ms []*kernels.Matrix
 	seen := map[*kernels.Matrix]bool{}
 	for _, n := range m.graph.Nodes {
@@ -301,27 +338,42 @@ func (m *Model) matrices() []*kernels.Matrix {
 			seen[w] = true
 			ms = append(ms, w)
 		}
+		if n.Op == arch.OpMoE && !dense {
+			for _, st := range []string{n.GateExps, n.UpExps, n.DownExps} {
+				ms = append(ms, m.experts[st]...)
+			}
+		}
 	}
 	return ms
 }
 
-// streamedBytes is the weight bytes one decoded token reads: every matrix, every vector, one
-// embedding row.
-func (m *Model) streamedBytes() int64 {
-	var n int64
-	for _, w := range m.matrices() {
-		n += int64(len(w.Data))
+// streamedBytes is the weight bytes one decoded token reads: every matrix but the experts',
+// every vector, one embedding row (dense), and with them the matrices of the experts a token
+// is routed to (all: every expert of a stack has the same bytes).
+func (m *Model) streamedBytes() (all, dense int64) {
+	for _, w := range m.matrices(true) {
+		dense += int64(len(w.Data))
 	}
 	for _, v := range m.vecs {
-		n += 4 * int64(len(v))
+		dense += 4 * int64(len(v))
 	}
-	return n + int64(m.embd.rowBytes)
+	dense += int64(m.embd.rowBytes)
+	all = dense
+	for _, n := range m.graph.Nodes {
+		if n.Op != arch.OpMoE {
+			continue
+		}
+		for _, st := range []string{n.GateExps, n.UpExps, n.DownExps} {
+			all += int64(n.Used) * int64(len(m.experts[st][0].Data))
+		}
+	}
+	return all, dense
 }
 
 // pack builds the kernels' repacked weights up front, in parallel, so that the first
 // evaluation does not pay for it.
 func (m *Model) pack() {
-	ms := m.matrices()
+	ms := m.matrices(false)
 	m.pool.Run(len(ms), 1, func(_, lo, hi int) {
 		for _, w := range ms[lo:hi] {
 			w.Pack()
@@ -358,8 +410,26 @@ func (m *Model) Threads() int { return m.pool.Workers() }
 func (m *Model) BPW() (all, linear float64) { return m.bpwAll, m.bpwLinear }
 
 // WeightBytes returns the bytes of weights one decoded token reads: every matrix (the output
-// included), the norms and biases, and one embedding row.
+// included), the norms and biases, and one embedding row; of a mixture of experts, the
+// matrices of the experts a token is routed to only (State.BytesRead counts those an
+// evaluation really read).
 func (m *Model) WeightBytes() int64 { return m.weightBytes }
+
+// Bytes returns the bytes of all the model's weights as the runtime reads them: every matrix,
+// every expert's, the norms and biases (float32) and the token embedding.
+func (m *Model) Bytes() int64 {
+	var n int64
+	for _, w := range m.matrices(false) {
+		n += int64(len(w.Data))
+	}
+	for _, v := range m.vecs {
+		n += 4 * int64(len(v))
+	}
+	if m.mats[string(arch.TokenEmbd)] == nil { // untied: the embedding is not a matrix too
+		n += int64(m.embd.rows) * int64(m.embd.rowBytes)
+	}
+	return n
+}
 
 // Close stops the workers and releases the mapped files. The model must not be used after.
 func (m *Model) Close() error {
@@ -372,6 +442,11 @@ func (m *Model) Close() error {
 	m.pool.Close()
 	for _, w := range m.mats {
 		w.Free()
+	}
+	for _, ws := range m.experts {
+		for _, w := range ws {
+			w.Free()
+		}
 	}
 	if m.close != nil {
 		return m.close()

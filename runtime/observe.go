@@ -79,6 +79,8 @@ func (m *Model) runNode(st *State, en *execNode, tokens []int, t0, t1 int) {
 		m.gegluNode(st, en, y, t0, t1)
 	case arch.OpSoftcap:
 		m.softcapNode(st, en, y, t0, t1)
+	case arch.OpMoE:
+		m.moe(st, en, y, t0, t1)
 	}
 	m.point(en, last, y, nt)
 }

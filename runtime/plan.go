@@ -62,13 +62,17 @@ type linOut struct {
 
 // execNode is a graph node bound to its weights and buffers.
 type execNode struct {
-	n      *arch.Node
-	out    value
-	in     []value
-	w      *kernels.Matrix // linear
-	vec    []float32       // rms_norm weight
-	bias   []float32       // linear
-	points []string        // n.Points()
+	n   *arch.Node
+	out value
+	in  []value
+	w   *kernels.Matrix // linear
+	// exps are a moe node's gate, up and down matrices, one per expert, and expNames the
+	// names its experts' inputs take (arch.ExpertWeight).
+	exps     [3][]*kernels.Matrix
+	expNames [3][]string
+	vec      []float32 // rms_norm weight
+	bias     []float32 // linear
+	points   []string  // n.Points()
 	// dynX reports, for a linear node, that its input is quantized with the file's run-time
 	// encoding of linear inputs before the product (w's kernels do not do it themselves).
 	dynX bool
@@ -261,6 +265,31 @@ func (m *Model) bind(en *execNode) error {
 	case arch.OpEmbed:
 		if m.embd == nil || m.embd.cols != n.Dim {
 			return fmt.Errorf("graph: node %s: embedding %s is not loaded with %d columns", n.Name, n.Weight, n.Dim)
+		}
+	case arch.OpMoE:
+		if len(en.in) != 2 || en.in[1].dim != n.Experts || n.Used < 1 || n.Used > n.Experts {
+			return fmt.Errorf("graph: node %s: routing %d of %d experts from %d logits", n.Name, n.Used, n.Experts, en.in[1].dim)
+		}
+		cols := en.in[0].dim
+		for i, st := range []string{n.GateExps, n.UpExps, n.DownExps} {
+			ws := m.experts[st]
+			rows, c := n.Inner, cols
+			if i == 2 {
+				rows, c = n.Dim, n.Inner
+			}
+			if len(ws) != n.Experts {
+				return fmt.Errorf("graph: node %s: %s holds %d experts, want %d", n.Name, st, len(ws), n.Experts)
+			}
+			for _, w := range ws {
+				if w.Rows != rows || w.Cols != c {
+					return fmt.Errorf("graph: node %s: %s: experts of %d×%d, want %d×%d", n.Name, st, w.Rows, w.Cols, rows, c)
+				}
+			}
+			en.exps[i] = ws
+			en.expNames[i] = make([]string, len(ws))
+			for e := range ws {
+				en.expNames[i][e] = arch.ExpertWeight(st, e)
+			}
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/gquant/gquant/formats/gguf"
@@ -24,14 +25,45 @@ type rawTensor struct {
 	// offset is added to every value as it is decoded (arch.Tensor.Offset: Gemma's norm
 	// weights read from an HF checkpoint); 0 for tensors stored as the graph reads them.
 	offset float32
+	// parts, for a stack of expert matrices (shape [experts, rows, cols]) stored one tensor per
+	// expert (an HF checkpoint), holds each expert's bytes; data is then nil.
+	parts [][]byte
 }
 
 // stored is the bytes the tensor takes in its file.
 func (rt rawTensor) stored() int {
-	if rt.rows != nil {
+	switch {
+	case rt.rows != nil:
 		return rt.size
+	case rt.parts != nil:
+		n := 0
+		for _, p := range rt.parts {
+			n += len(p)
+		}
+		return n
 	}
 	return len(rt.data)
+}
+
+// experts returns the bytes of each matrix of a stack of expert matrices: its parts, or its
+// data cut in shape[0] equal pieces (a GGUF stack, expert after expert).
+func (rt rawTensor) experts() ([][]byte, error) {
+	if rt.parts != nil {
+		return rt.parts, nil
+	}
+	if len(rt.shape) != 3 || rt.rows != nil {
+		return nil, fmt.Errorf("%s: shape %v is not a stack of expert matrices", rt.name, rt.shape)
+	}
+	e := rt.shape[0]
+	if e <= 0 || len(rt.data)%e != 0 {
+		return nil, fmt.Errorf("%s: %d bytes do not divide into %d experts", rt.name, len(rt.data), e)
+	}
+	per := len(rt.data) / e
+	out := make([][]byte, e)
+	for i := range out {
+		out[i] = rt.data[i*per : (i+1)*per]
+	}
+	return out, nil
 }
 
 // widened returns the tensor decoded to F32 (a copy), for one stored with rows.

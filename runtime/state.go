@@ -41,7 +41,16 @@ type State struct {
 	rowOff int
 
 	skipLogits bool // SkipLogits
+
+	moe  moeScratch // moe nodes (moe.go)
+	read int64      // BytesRead
 }
+
+// BytesRead returns the weight bytes the evaluations on st have read so far: per evaluation,
+// every matrix but the experts', the vectors and an embedding row (Model.WeightBytes'
+// dense part), and the matrices of every expert some token of it was routed to, once each.
+// Decoding, the difference over a token is what that token read.
+func (st *State) BytesRead() int64 { return st.read }
 
 // SkipLogits makes the evaluations on st that follow skip the output layer's product where
 // nothing observes or quantizes the logits: Hooks.LinearInput still receives its input for

@@ -21,7 +21,10 @@ import (
 // norms, gelu_pytorch_tanh, scores times query_pre_attn_scalar^−½ and soft-capped, sliding
 // windows on the layers layer_types (Gemma 2 without it: the even ones) names, Gemma 3's
 // local RoPE (rope_local_base_freq, no scaling) on its sliding layers, soft-capped logits;
-// for Phi-3 (modeling_phi3.py) the fused qkv_proj and gate_up_proj and partial rotary.
+// for Phi-3 (modeling_phi3.py) the fused qkv_proj and gate_up_proj and partial rotary; for
+// Mixtral and Qwen3-MoE (modeling_mixtral.py, modeling_qwen3_moe.py) the sparse MoE block:
+// softmax over the router's logits, the top num_experts_per_tok experts, their weights
+// renormalized (Mixtral; Qwen3-MoE with norm_topk_prob), Σ weight·expert(x).
 type f64Model struct {
 	typ      string // model_type
 	gemma    bool
@@ -48,6 +51,9 @@ type f64Model struct {
 	eps         float64
 	inv         []float64 // RoPE inverse frequencies
 	tied        bool
+	// experts and topK of a sparse MoE block (0: a dense MLP), normTopK its renormalization.
+	experts, topK int
+	normTopK      bool
 }
 
 func num(cfg map[string]any, key string, def float64) float64 {
@@ -95,6 +101,10 @@ func loadF64(t *testing.T, dir string) *f64Model {
 	m.gemma = m.typ == "gemma2" || m.typ == "gemma3_text"
 	m.scaling = 1 / math.Sqrt(float64(m.hd))
 	m.rot = int(float64(m.hd) * num(c, "partial_rotary_factor", 1))
+	m.experts = int(num(c, "num_local_experts", num(c, "num_experts", 0)))
+	m.topK = int(num(c, "num_experts_per_tok", 0))
+	m.normTopK, _ = c["norm_topk_prob"].(bool)
+	m.normTopK = m.normTopK || m.typ == "mixtral"
 	m.sliding = make([]bool, m.nl)
 	if m.gemma {
 		m.scaling = 1 / math.Sqrt(num(c, "query_pre_attn_scalar", float64(m.hd)))
@@ -319,6 +329,10 @@ func (m *f64Model) logits(ids []int) [][]float64 {
 				o = m.rms(o, m.w[p+"post_attention_layernorm.weight"])
 			}
 			add(xs[t], o)
+			if m.experts > 0 {
+				add(xs[t], m.sparseMoE(m.rms(xs[t], m.w[p+"post_attention_layernorm.weight"]), p))
+				continue
+			}
 			var g, u []float64
 			switch {
 			case m.gemma:
@@ -360,6 +374,61 @@ func (m *f64Model) logits(ids []int) [][]float64 {
 		}
 	}
 	return out
+}
+
+// sparseMoE is MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock on one token's normed x (p:
+// the layer's prefix).
+func (m *f64Model) sparseMoE(x []float64, p string) []float64 {
+	router, expert, names := p+"mlp.gate", p+"mlp.experts.", [3]string{"gate_proj", "up_proj", "down_proj"}
+	if m.typ == "mixtral" {
+		router, expert, names = p+"block_sparse_moe.gate", p+"block_sparse_moe.experts.", [3]string{"w1", "w3", "w2"}
+	}
+	logits := m.linear(x, router)
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = math.Max(mx, v)
+	}
+	probs := make([]float64, len(logits))
+	var sum float64
+	for i, v := range logits {
+		probs[i] = math.Exp(v - mx)
+		sum += probs[i]
+	}
+	for i := range probs {
+		probs[i] /= sum
+	}
+	var sel []int
+	var wsum float64
+	for len(sel) < m.topK { // torch.topk
+		best := -1
+		for i, v := range probs {
+			taken := false
+			for _, e := range sel {
+				taken = taken || e == i
+			}
+			if !taken && (best < 0 || v > probs[best]) {
+				best = i
+			}
+		}
+		sel = append(sel, best)
+		wsum += probs[best]
+	}
+	y := make([]float64, len(x))
+	for _, e := range sel {
+		w := probs[e]
+		if m.normTopK {
+			w /= wsum
+		}
+		ep := expert + itoa(e) + "."
+		g, u := m.linear(x, ep+names[0]), m.linear(x, ep+names[1])
+		for i, v := range g {
+			g[i] = v / (1 + math.Exp(-v)) * u[i]
+		}
+		for i, v := range m.linear(g, ep+names[2]) {
+			y[i] += w * v
+		}
+	}
+	return y
 }
 
 func itoa(i int) string {
@@ -404,7 +473,19 @@ func synthCases(t *testing.T) map[string]synth.Spec {
 	phi3long.Layers, phi3long.KVHeads, phi3long.OriginalContext, phi3long.RopeScaling = 3, 4, 16, phiLongRope(24)
 	phi3short := phi3long
 	phi3short.OriginalContext, phi3short.PartialRotary, phi3short.RopeScaling = 64, 0, phiLongRope(32)
+	// Mixtral and Qwen3-MoE: GQA and MHA, head_dim ≠ hidden/heads, top-1 to top-3 of 4 to 8
+	// experts, Qwen3-MoE with and without renormalized weights (the runtime's case: GGUF
+	// cannot say it), tied.
+	mixtral := base("tiny-mixtral")
+	mixtral.Layers, mixtral.Intermediate = 3, 256
+	mixtralMHA := mixtral
+	mixtralMHA.KVHeads, mixtralMHA.HeadDim, mixtralMHA.Experts, mixtralMHA.ExpertsUsed, mixtralMHA.Tied = 4, 32, 4, 1, true
+	qwen3moe := base("tiny-qwen3moe")
+	qwen3moe.ExpertsUsed = 3
+	qwen3moeRaw := base("tiny-qwen3moe")
+	qwen3moeRaw.NormTopK, qwen3moeRaw.KVHeads, qwen3moeRaw.HeadDim, qwen3moeRaw.Experts = false, 1, 32, 4
 	return map[string]synth.Spec{
+		"mixtral": mixtral, "mixtral-mha": mixtralMHA, "qwen3moe": qwen3moe, "qwen3moe-unnormed": qwen3moeRaw,
 		"qwen2": base("tiny-qwen2"), "qwen3": base("tiny-qwen3"), "mistral": base("tiny-mistral"),
 		"llama3": llama3, "linear": linear, "llama": base("tiny-llama"),
 		"gemma2": gemma2, "gemma3": gemma3, "gemma3-mha": gemma3mha,
@@ -451,6 +532,9 @@ func TestSynthAgainstFloat64(t *testing.T) {
 			want := loadF64(t, dir).logits(ids)
 			paths := map[string]string{"hf": dir}
 			for _, scheme := range []string{"f32", "f16"} {
+				if spec.Arch == synth.Qwen3MoE && !spec.NormTopK {
+					break // llama.cpp's GGUF always renormalizes: convert refuses it
+				}
 				paths[scheme] = convertGGUF(t, dir, scheme)
 			}
 			for what, path := range paths {

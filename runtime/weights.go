@@ -38,9 +38,10 @@ func decodeVector(rt rawTensor) ([]float32, error) {
 
 // newLinear wraps a 2-D tensor as a kernels matrix over its stored bytes (no copy). A type the
 // kernels cannot multiply but quantize can decode is widened to F32, and so is one that has
-// only generic Go kernels in this activation mode while F32 has assembly (today Q2_K, Q3_K
-// and IQ4_XS with float activations: generic Go Q3_K ran the Qwen3-0.6B shape 7× slower in
-// decode and 80× in prefill than F32 assembly, at a fraction of the memory).
+// only generic Go kernels in this activation mode while F32 has assembly (today Q2_K, Q3_K,
+// IQ4_XS and the i-quant and ternary types with float activations: generic Go Q3_K ran the
+// Qwen3-0.6B shape 7× slower in decode and 80× in prefill than F32 assembly, at a fraction of
+// the memory), when quantize can decode it; otherwise the kernels' generic code multiplies it.
 func newLinear(rt rawTensor, mode kernels.ActMode) (*kernels.Matrix, error) {
 	if len(rt.shape) != 2 {
 		return nil, fmt.Errorf("%s: shape %v is not a matrix", rt.name, rt.shape)
@@ -48,8 +49,12 @@ func newLinear(rt rawTensor, mode kernels.ActMode) (*kernels.Matrix, error) {
 	rows, cols := rt.shape[0], rt.shape[1]
 	wt := kernels.WType(rt.typ)
 	data := rt.data
-	if !wt.Supported() || (!kernels.Accelerated(wt, mode) && kernels.Accelerated(kernels.F32, mode)) {
-		codec, err := quantize.For(rt.typ)
+	widen := !wt.Supported() || (!kernels.Accelerated(wt, mode) && kernels.Accelerated(kernels.F32, mode))
+	codec, err := quantize.For(rt.typ)
+	if widen && err != nil && wt.Supported() {
+		widen = false // no decoder to widen with: the kernels' generic code takes it as stored
+	}
+	if widen {
 		if err != nil {
 			return nil, fmt.Errorf("%s: type %s is not supported by the runtime", rt.name, rt.typ)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
+	"github.com/gquant/gquant/runtime/kernels"
 )
 
 // identity gives a model's architecture and dimensions as statistics record them
@@ -66,9 +67,15 @@ type rtModel struct {
 // OpenRuntime loads a model (HuggingFace folder or GGUF file) in gquant's runtime with threads
 // workers (0: one per CPU).
 func OpenRuntime(path string, threads int) (Model, error) {
+	return OpenRuntimeMode(path, threads, kernels.ActDefault)
+}
+
+// OpenRuntimeMode is OpenRuntime with mode, how activations meet every weight matrix
+// (runtime.Options.Mode; gquant verify --acts).
+func OpenRuntimeMode(path string, threads int, mode kernels.ActMode) (Model, error) {
 	a := &rtModel{}
 	hooks := &runtime.Hooks{Activation: a.observe, Points: isBlockOut}
-	m, err := runtime.Load(path, runtime.Options{Threads: threads, Hooks: hooks})
+	m, err := runtime.Load(path, runtime.Options{Threads: threads, Hooks: hooks, Mode: mode})
 	if err != nil {
 		return nil, err
 	}

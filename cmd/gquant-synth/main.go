@@ -45,9 +45,9 @@ func run(args []string) error {
 	seed := fs.Uint64("seed", 1, "random seed of the weights")
 	shardSize := fs.String("shard-size", "0", "split weights into shards of at most this size (bytes, or with K/M/G (decimal) or KiB/MiB/GiB suffix); 0: one file")
 	force := fs.Bool("force", false, "replace the model in an existing output folder (every file an earlier run wrote)")
-	arch := fs.String("arch", "", "override: architecture class (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM)")
+	arch := fs.String("arch", "", "override: architecture class (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM)")
 	hidden := fs.Int("hidden", 0, "override: hidden_size")
-	inter := fs.Int("intermediate", 0, "override: intermediate_size")
+	inter := fs.Int("intermediate", 0, "override: intermediate_size (of each expert: Mixtral's intermediate_size, Qwen3-MoE's moe_intermediate_size)")
 	layers := fs.Int("layers", 0, "override: num_hidden_layers")
 	heads := fs.Int("heads", 0, "override: num_attention_heads")
 	kvHeads := fs.Int("kv-heads", 0, "override: num_key_value_heads")
@@ -56,6 +56,8 @@ func run(args []string) error {
 	tied := fs.Bool("tied", false, "override: tie_word_embeddings")
 	ropeTheta := fs.Float64("rope-theta", 0, "override: rope_theta")
 	llama3Rope := fs.Bool("llama3-rope-scaling", false, "override: add (true) or remove (false) Llama 3 rope_scaling")
+	experts := fs.Int("experts", 0, "override: the experts of every layer (MixtralForCausalLM, Qwen3MoeForCausalLM)")
+	expertsUsed := fs.Int("experts-used", 0, "override: num_experts_per_tok, the experts each token goes through")
 	if err := fs.Parse(args); err != nil {
 		if err == pflag.ErrHelp {
 			return nil
@@ -100,6 +102,10 @@ func run(args []string) error {
 			spec.Tied = *tied
 		case "rope-theta":
 			spec.RopeTheta = *ropeTheta
+		case "experts":
+			spec.Experts = *experts
+		case "experts-used":
+			spec.ExpertsUsed = *expertsUsed
 		case "llama3-rope-scaling":
 			spec.RopeScaling = nil
 			if *llama3Rope {

@@ -29,11 +29,22 @@ func TestRun(t *testing.T) {
 		{"tiny-gemma2", []string{`"head_dim": 32,`, `"query_pre_attn_scalar": 32,`, `"num_key_value_heads": 2,`, `"hidden_activation": "gelu_pytorch_tanh"`}},
 		{"tiny-gemma3", []string{`"head_dim": 32,`, `"sliding_window_pattern": 6,`, `"model_type": "gemma3_text"`, `"rope_local_base_freq": 10000`}},
 		{"tiny-phi3", []string{`"partial_rotary_factor": 0.75,`, `"original_max_position_embeddings": 4096,`, `"model_type": "phi3"`}},
+		// The mixtures of experts: --intermediate is each expert's width; --experts and
+		// --experts-used set their count and those of a token.
+		{"tiny-mixtral", []string{`"head_dim": 32,`, `"num_local_experts": 4,`, `"num_experts_per_tok": 3,`, `"model_type": "mixtral"`}},
+		{"tiny-qwen3moe", []string{`"head_dim": 32,`, `"num_experts": 4,`, `"num_experts_per_tok": 3,`, `"moe_intermediate_size": 256,`,
+			`"norm_topk_prob": true,`, `"model_type": "qwen3_moe"`}},
 	} {
 		d := filepath.Join(t.TempDir(), c.preset)
 		args := []string{"--preset", c.preset, "-o", d, "--hidden", "128", "--layers", "2", "--heads", "8", "--kv-heads", "2", "--intermediate", "256"}
 		if c.preset != "tiny-phi3" {
 			args = append(args, "--head-dim", "32")
+		}
+		if strings.Contains(c.preset, "mixtral") || strings.Contains(c.preset, "moe") {
+			args = append(args, "--experts", "4", "--experts-used", "3")
+		}
+		if c.preset == "tiny-qwen3moe" { // its intermediate_size: the experts' × the used ones
+			c.want = append(c.want, `"intermediate_size": 768,`)
 		}
 		if err := run(args); err != nil {
 			t.Fatal(err)
@@ -42,7 +53,11 @@ func TestRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range append(c.want, `"hidden_size": 128,`, `"num_hidden_layers": 2,`, `"num_attention_heads": 8,`, `"intermediate_size": 256,`) {
+		want := append(c.want, `"hidden_size": 128,`, `"num_hidden_layers": 2,`, `"num_attention_heads": 8,`)
+		if c.preset != "tiny-qwen3moe" {
+			want = append(want, `"intermediate_size": 256,`)
+		}
+		for _, want := range want {
 			if !strings.Contains(string(b), want) {
 				t.Errorf("%s: config.json lacks %s", c.preset, want)
 			}
@@ -64,6 +79,15 @@ func TestRun(t *testing.T) {
 		err := run(strings.Fields(args))
 		if _, usage := err.(usageError); !usage || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want usage error with %q", args, err, want)
+		}
+	}
+	for args, want := range map[string]string{ // specs the generator refuses
+		"--experts-used 9":                    "experts: 8 experts, 9 used",
+		"--arch LlamaForCausalLM --experts 4": "experts: LlamaForCausalLM has no experts",
+	} {
+		d := filepath.Join(t.TempDir(), "x")
+		if err := run(append([]string{"--preset", "tiny-qwen3moe", "-o", d}, strings.Fields(args)...)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", args, err, want)
 		}
 	}
 }

@@ -76,13 +76,16 @@ func newBenchCmd(g *globals) *cobra.Command {
 
 // benchResult is what bench --json prints.
 type benchResult struct {
-	Model         string  `json:"model"`
-	Threads       int     `json:"threads"`
-	PrefillTokS   float64 `json:"prefill_tok_s"`
-	PrefillSD     float64 `json:"prefill_tok_s_sd"`
-	DecodeTokS    float64 `json:"decode_tok_s"`
-	DecodeSD      float64 `json:"decode_tok_s_sd"`
+	Model       string  `json:"model"`
+	Threads     int     `json:"threads"`
+	PrefillTokS float64 `json:"prefill_tok_s"`
+	PrefillSD   float64 `json:"prefill_tok_s_sd"`
+	DecodeTokS  float64 `json:"decode_tok_s"`
+	DecodeSD    float64 `json:"decode_tok_s_sd"`
+	// BytesPerToken is the weight bytes a decoded token read (measured over the decode
+	// runs: a mixture of experts reads its routed experts' only); WeightBytes all the model's.
 	BytesPerToken int64   `json:"bytes_per_token"`
+	WeightBytes   int64   `json:"weight_bytes"`
 	PromptTokens  int     `json:"prompt_tokens"`
 	GenTokens     int     `json:"gen_tokens"`
 	Repetitions   int     `json:"repetitions"`
@@ -112,8 +115,12 @@ func runBench(stdout io.Writer, o *benchOptions, model string) error {
 		_, err := m.Eval(st, ids[:o.prompt], false)
 		return err
 	}
+	// The weight bytes the decode runs read (State.BytesRead): every token reads the dense
+	// weights and, of a mixture of experts, the experts it is routed to only.
+	var decodeRead, decodeTokens int64
 	decode := func(n int) error {
 		st.Reset()
+		read := st.BytesRead()
 		id := ids[0]
 		for i := 0; i < n; i++ {
 			l, err := m.Eval(st, []int{id}, false)
@@ -122,6 +129,8 @@ func runBench(stdout io.Writer, o *benchOptions, model string) error {
 			}
 			id = runtime.Argmax(l)
 		}
+		decodeRead += st.BytesRead() - read
+		decodeTokens += int64(n)
 		return nil
 	}
 	// Warm-up: page the weights in, let the pool and buffers settle.
@@ -134,7 +143,7 @@ func runBench(stdout io.Writer, o *benchOptions, model string) error {
 		return err
 	}
 
-	res := benchResult{Model: model, Threads: m.Threads(), BytesPerToken: m.WeightBytes(),
+	res := benchResult{Model: model, Threads: m.Threads(), BytesPerToken: decodeRead / decodeTokens, WeightBytes: m.Bytes(),
 		PromptTokens: o.prompt, GenTokens: o.gen, Repetitions: o.reps, Kernels: kernels.Impl(), Acts: o.acts}
 	res.BPW, _ = m.BPW()
 	if o.prompt > 0 {
@@ -154,8 +163,8 @@ func runBench(stdout io.Writer, o *benchOptions, model string) error {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "model: %s (%.2f bpw, %.2f MB read per token, %d threads, kernels %s)\n",
-		model, res.BPW, float64(res.BytesPerToken)/1e6, res.Threads, res.Kernels)
+	fmt.Fprintf(stdout, "model: %s (%.2f bpw, %.2f MB read per token of %.2f MB of weights, %d threads, kernels %s)\n",
+		model, res.BPW, float64(res.BytesPerToken)/1e6, float64(res.WeightBytes)/1e6, res.Threads, res.Kernels)
 	if o.prompt > 0 {
 		fmt.Fprintf(stdout, "pp%-5d %10.2f ± %.2f tok/s\n", o.prompt, res.PrefillTokS, res.PrefillSD)
 	}

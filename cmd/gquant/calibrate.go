@@ -13,6 +13,7 @@ import (
 	"github.com/gquant/gquant/calibrate"
 	"github.com/gquant/gquant/formats/encodings"
 	"github.com/gquant/gquant/formats/stats"
+	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
@@ -27,6 +28,7 @@ type calibrateOptions struct {
 	tokens, ctx, threads                   int
 	seed                                   uint64
 	hessian, processOutput, w8a16, force   bool
+	linearOnly                             bool
 	hessianMem                             string
 	rangeMode, encVersion, scheme          string
 	percentile                             float64
@@ -65,6 +67,7 @@ func newCalibrateCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.ctx, "ctx", 0, fmt.Sprintf("chunk length in tokens (0: %d, capped at the model's context)", calibrate.DefaultCtx))
 	f.Uint64Var(&o.seed, "seed", 0, "sample chunks at random with this seed (0: take the head of the corpus)")
 	f.BoolVar(&o.hessian, "hessian", false, "also collect the Hessian XᵀX of every linear layer input (for GPTQ)")
+	f.BoolVar(&o.linearOnly, "linear-only", false, "-o: record the linear layers' input statistics only (Σx², and with --hessian XᵀX: what imatrix, GPTQ and AWQ read), not the activation ranges of every graph point that gqf's QNN schemes need; the pass costs about what --imatrix does")
 	f.StringVar(&o.hessianMem, "hessian-mem", "4G", "memory for Hessians at once with -o; more passes over the corpus when they do not fit")
 	f.IntVar(&o.threads, "threads", 0, "worker threads (0: one per CPU)")
 	f.BoolVar(&o.w8a16, "w8a16", false, "compute QNN w8a16 encodings (--scheme w8a16; needs --encodings)")
@@ -104,6 +107,10 @@ func (o *calibrateOptions) checkUsage() error {
 		return usageErr("calibrate: --hessian needs a run over a corpus, not --stats")
 	case o.stats != "" && o.shard != "":
 		return usageErr("calibrate: --shard needs a run over a corpus, not --stats")
+	case o.linearOnly && o.encodings != "":
+		return usageErr("calibrate: --linear-only records no activation ranges, which --encodings needs")
+	case o.linearOnly && o.stats != "":
+		return usageErr("calibrate: --linear-only applies to a run over a corpus, not --stats")
 	case o.encVersion != encodings.V1 && o.encVersion != encodings.V061:
 		return usageErr("calibrate: --encodings-version: %q is not %s or %s", o.encVersion, encodings.V1, encodings.V061)
 	}
@@ -169,8 +176,8 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 		opts := calibrate.Options{
 			Corpus: o.corpus, Ctx: o.ctx, Tokens: o.tokens, Seed: o.seed, Threads: o.threads,
 			Hessian: o.hessian, HessianMemory: hmem, Shard: shard,
-			// Only an imatrix wanted: the linear inputs are all it needs.
-			LinearOnly: o.out == "" && o.encodings == "",
+			// Only an imatrix wanted, or asked for: the linear inputs are all it needs.
+			LinearOnly: o.linearOnly || o.out == "" && o.encodings == "",
 		}
 		// Hessians are streamed to the statistics file as they are done; without them the file
 		// is written last, once everything else has been computed.
@@ -196,6 +203,10 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 			}
 			fmt.Fprintf(stderr, "calibrated on %d tokens (%d chunks of ≤ %d, %d pass(es)) in %.2f s: %.0f tokens/s\n",
 				res.Tokens, m.Chunks, m.Ctx, res.Passes, res.Seconds, res.TokensPerSecond)
+			if un := st.UnreachedExperts(); len(un) > 0 {
+				fmt.Fprintf(stderr, "%d expert matrices saw no calibration token (count 0: llama-quantize and convert weight their columns equally): %s\n",
+					len(un), strings.Join(problems.First(un, 6), ", "))
+			}
 		}
 	}
 

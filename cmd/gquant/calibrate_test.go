@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/imatrix"
 	"github.com/gquant/gquant/formats/stats"
 )
@@ -114,4 +116,73 @@ func assertExit(t *testing.T, code, wantCode int, stderr, want string) {
 	if code != wantCode || !strings.Contains(stderr, want) {
 		t.Errorf("exit %d (want %d), stderr %q (want %q)", code, wantCode, stderr, want)
 	}
+}
+
+// --linear-only -o records the linear inputs' statistics only: GPTQ from it writes the same
+// tensors as from a full run's statistics, gqf's QNN schemes refuse it for want of activation
+// ranges, and it does not merge with a full shard.
+func TestCalibrateLinearOnly(t *testing.T) {
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	cal := func(out string, extra ...string) {
+		t.Helper()
+		args := append([]string{"calibrate", calModel, "--corpus", calCorpus, "--ctx", "64", "--tokens", "256", "--threads", "1", "--hessian", "-q", "-o", out}, extra...)
+		if code, _, stderr := run(args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+	}
+	cal(p("lin.stats"), "--linear-only")
+	cal(p("full.stats"))
+	lin, err := stats.Read(p("lin.stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := stats.Read(p("full.stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lin.Acts) != 0 || len(full.Acts) == 0 || len(lin.Linear) != len(full.Linear) {
+		t.Fatalf("--linear-only: %d activations and %d linear inputs; full run %d and %d", len(lin.Acts), len(lin.Linear), len(full.Acts), len(full.Linear))
+	}
+	tensors := func(path string) map[string]string {
+		t.Helper()
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		out := map[string]string{}
+		for i, ti := range f.Tensors {
+			out[ti.Name] = string(f.TensorData(i))
+		}
+		return out
+	}
+	for _, s := range []string{"lin", "full"} {
+		if code, _, stderr := run("convert", calModel, "--scheme", "q4_0", "--method", "gptq", "--stats", p(s+".stats"), "-q", "-o", p(s+".gguf")); code != 0 {
+			t.Fatalf("gptq from %s: exit %d: %s", s, code, stderr)
+		}
+	}
+	a, b := tensors(p("lin.gguf")), tensors(p("full.gguf"))
+	if len(a) != len(b) {
+		t.Fatalf("%d tensors from --linear-only statistics, %d from the full run's", len(a), len(b))
+	}
+	for name, data := range b {
+		if a[name] != data {
+			t.Errorf("%s: GPTQ from --linear-only statistics differs from the full run's", name)
+		}
+	}
+	code, _, stderr := run("convert", calModel, "--format", "gqf", "--scheme", "w8a16", "--stats", p("lin.stats"), "-o", p("w.gqf"))
+	assertExit(t, code, exitError, stderr, "no activation statistics")
+	code, _, stderr = run("calibrate", calModel, "--corpus", calCorpus, "--linear-only", "--w8a16", "--encodings", p("e.json"))
+	assertExit(t, code, exitUsage, stderr, "--linear-only records no activation ranges")
+
+	for i, extra := range [][]string{{"--linear-only"}, nil} {
+		args := append([]string{"calibrate", calModel, "--corpus", calCorpus, "--ctx", "64", "--tokens", "256", "-q",
+			"--shard", fmt.Sprintf("%d/2", i), "-o", p(fmt.Sprintf("s%d.stats", i))}, extra...)
+		if code, _, stderr := run(args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+	}
+	code, _, stderr = run("stats", "merge", p("s0.stats"), p("s1.stats"), "-o", p("m.stats"))
+	assertExit(t, code, exitError, stderr, "(calibrate --linear-only) and of every activation do not merge")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/gquant/gquant/formats/gguf"
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/quantize"
+	"github.com/gquant/gquant/verify"
 )
 
 type convertOptions struct {
@@ -50,6 +52,11 @@ type convertOptions struct {
 	pure                     bool
 	leaveOutput              bool
 	outputType, tokenEmbType string
+	// --target-bpw / --target-size
+	targetBPW   float64
+	targetSize  string
+	sensitivity string
+	chunks      int
 }
 
 func newConvertCmd(g *globals) *cobra.Command {
@@ -102,9 +109,13 @@ func newConvertCmd(g *globals) *cobra.Command {
 	addJSONFlag(f, &o.jsonOut, "the plan")
 	f.BoolVar(&o.force, "force", false, "overwrite an existing output")
 	addThreadsFlag(f, &o.threads)
-	f.StringVar(&o.method, "method", "", "rtn, imatrix, gptq or awq (gqf; GGUF: gptq into the blocks of q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, iq4_xs, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k; awq into q4_0; default: imatrix when --stats is given)")
+	f.StringVar(&o.method, "method", "", "rtn, imatrix, gptq or awq (gqf; GGUF: gptq into the blocks of q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, iq4_xs and the K-quant mixes q2_k … q6_k; awq into q4_0; default: imatrix when --stats is given)")
 	f.StringVar(&o.stats, "stats", "", "importance matrix: gquant calibrate stats, or llama-imatrix output (GGUF or .dat)")
 	f.StringArrayVar(&o.kv, "kv", nil, "GGUF: set a metadata key, KEY=TYPE:VALUE with TYPE int (written as uint32), float, bool or str (repeatable; llama-quantize --override-kv)")
+	f.Float64Var(&o.targetBPW, "target-bpw", 0, "GGUF: instead of --scheme, choose each linear weight's type (Q2_K … Q8_0, IQ4_XS; GPTQ with Hessians) to minimise the predicted KL at most this many bits per weight over the linear layers (needs --stats; sensitivities from --sensitivity or measured on --corpus)")
+	f.StringVar(&o.targetSize, "target-size", "", "GGUF: as --target-bpw, for a file of at most this size (4.5G: powers of 1000; 512MiB)")
+	f.StringVar(&o.sensitivity, "sensitivity", "", "the per-weight sensitivities --target-bpw/--target-size allocate from: read when the file exists (it must match the model, --stats and the settings), else measured on --corpus and written (also with --dry-run); with --scheme, the plan shows their predicted KL")
+	f.IntVar(&o.chunks, "chunks", 16, "sensitivities: windows of --ctx tokens of --corpus to measure them on")
 	f.StringVar(&o.splitMaxSize, "split-max-size", "", "split the output into files of at most this size (500M, 2G: powers of 1000, as llama-gguf-split; 512MiB)")
 	return cmd
 }
@@ -128,13 +139,32 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	if o.threads == 0 {
 		o.threads = runtime.NumCPU()
 	}
-	sequential := o.method == convert.MethodGPTQ && o.stats == "" && o.corpus != ""
+	target := o.targetBPW != 0 || o.targetSize != ""
+	sequential := o.method == convert.MethodGPTQ && o.stats == "" && o.corpus != "" && !target
+	switch {
+	case target && o.format != "gguf":
+		return usageErr("convert: --target-bpw and --target-size write GGUF")
+	case o.targetBPW != 0 && o.targetSize != "":
+		return usageErr("convert: --target-bpw and --target-size exclude each other")
+	case target && cmd.Flags().Changed("scheme"):
+		return usageErr("convert: --target-bpw and --target-size choose the types: drop --scheme")
+	case o.targetBPW < 0 || math.IsNaN(o.targetBPW) || math.IsInf(o.targetBPW, 0):
+		return usageErr("convert: --target-bpw: %v is not a positive number of bits", o.targetBPW)
+	case target && (cmd.Flags().Changed("tokens") || cmd.Flags().Changed("seed")):
+		return usageErr("convert: --target-bpw and --target-size measure on --chunks windows of --ctx tokens (not --tokens, --seed)")
+	case !target && o.sensitivity == "" && cmd.Flags().Changed("chunks"):
+		return usageErr("convert: --chunks applies to --target-bpw, --target-size and --sensitivity")
+	case o.sensitivity != "" && o.format != "gguf":
+		return usageErr("convert: --sensitivity applies to GGUF output")
+	case o.chunks < 1:
+		return usageErr("convert: --chunks: %d windows (at least 1)", o.chunks)
+	}
 	switch {
 	case o.method == convert.MethodGPTQ && o.stats == "" && o.corpus == "":
 		return usageErr("convert: --method gptq needs --stats FILE (gquant calibrate --hessian) or --corpus FILE (layer-sequential)")
 	case o.method == convert.MethodAWQ && o.stats == "":
 		return usageErr("convert: --method awq needs --stats FILE (gquant calibrate --hessian)")
-	case !sequential && (cmd.Flags().Changed("ctx") || cmd.Flags().Changed("tokens") || cmd.Flags().Changed("seed")):
+	case !sequential && !target && (cmd.Flags().Changed("ctx") || cmd.Flags().Changed("tokens") || cmd.Flags().Changed("seed")):
 		return usageErr("convert: --ctx, --tokens and --seed apply to layer-sequential GPTQ (--method gptq --corpus FILE, no --stats)")
 	case o.ctx < 0 || o.tokens < 0:
 		return usageErr("convert: --ctx and --tokens must not be negative")
@@ -151,7 +181,7 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	if o.dryRun {
 		out = ""
 	}
-	if err := checkOutputs(o.force, []string{dir, o.stats, o.encodings, o.corpus}, out, o.jsonOut); err != nil {
+	if err := checkOutputs(o.force, []string{dir, o.stats, o.encodings, o.corpus, o.sensitivity}, out, o.jsonOut); err != nil {
 		return err
 	}
 	if o.format == "gqf" && len(o.kv) > 0 {
@@ -175,8 +205,12 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 		}
 		overrides = append(overrides, ov)
 	}
-	if _, err := convert.PresetByName(o.scheme); err != nil {
+	if _, err := convert.PresetByName(o.scheme); err != nil && !target {
 		return usageErr("convert: %v", err)
+	}
+	targetSize, err := parseSize(o.targetSize)
+	if err != nil {
+		return usageErr("convert: --target-size: %v", err)
 	}
 	split, err := parseSize(o.splitMaxSize)
 	if err != nil {
@@ -189,6 +223,7 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 		Scheme: o.scheme, Overrides: overrides, Pre: o.pre, Name: o.name,
 		Threads: o.threads, Force: o.force, SplitMaxSize: split, DryRun: o.dryRun,
 		Method: o.method, Stats: o.stats, KV: kvs, Pure: o.pure, LeaveOutput: o.leaveOutput,
+		TargetBPW: o.targetBPW, TargetSize: targetSize, Sensitivity: o.sensitivity,
 	}
 	if o.leaveOutput && o.outputType != "" {
 		return usageErr("convert: --leave-output-tensor and --output-tensor-type ask for two things: give one")
@@ -205,6 +240,24 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 			return usageErr("convert: %s: %v", tf.flag, err)
 		}
 		*tf.dst = &t
+	}
+	if target || o.sensitivity != "" {
+		opts.GPTQ = quantize.GPTQOptions{Damp: o.damp, ActOrder: o.actOrder, StaticGroups: o.actOrder}
+		if o.corpus != "" && !sequential {
+			threads := o.threads
+			opts.Probe = &convert.ProbeConfig{Corpus: o.corpus, Ctx: o.ctx, Chunks: o.chunks,
+				Open: func(corpus string, ctx, chunks int) (convert.Prober, error) {
+					return verify.NewProbe(dir, verify.ProbeOptions{Corpus: corpus, Ctx: ctx, Chunks: chunks, Threads: threads})
+				}}
+		}
+		if !g.quiet {
+			stderr := cmd.ErrOrStderr()
+			opts.MeasureProgress = func(done, total int) {
+				if done == 1 || done == total || stderrIsTerminal() {
+					fmt.Fprintf(stderr, "measured the sensitivities of %d of %d weights\n", done, total)
+				}
+			}
+		}
 	}
 	if !g.quiet && !o.dryRun && stderrIsTerminal() {
 		bar := newBar("converting")
@@ -245,6 +298,9 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 		}
 		fmt.Fprintf(stderr, "wrote %s: %d tensors, %.2f MB, %.4f bpw (linear %.4f), %d fallbacks\n",
 			wrote, len(plan.Tensors), float64(plan.OutputBytes)/1e6, plan.BPW, plan.BPWLinear, plan.Fallbacks)
+		if tg := plan.Target; tg != nil {
+			fmt.Fprintf(stderr, "target: %d weights chosen, predicted KL %.6g, other tensors as %s\n", tg.Weights, plan.PredictedKL, tg.Rules)
+		}
 		for _, p := range plan.Parts {
 			if p.OverLimit {
 				fmt.Fprintf(stderr, "warning: %s holds %.2f MB, over --split-max-size %s: one tensor is larger than the limit\n",

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gquant/gquant/calibrate"
+	"github.com/gquant/gquant/runtime/kernels"
 	"github.com/gquant/gquant/verify"
 )
 
@@ -29,6 +30,7 @@ type verifyOptions struct {
 	saveRef, refLogits string
 	threads            int
 	force              bool
+	acts               string
 }
 
 func newVerifyCmd(g *globals) *cobra.Command {
@@ -63,6 +65,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.refLogits, "ref-logits", "", "use stored reference log-probabilities (gquant --save-ref or llama-perplexity --kl-divergence-base)")
 	addThreadsFlag(f, &o.threads)
 	f.BoolVar(&o.force, "force", false, "overwrite existing output files")
+	addActsFlag(cmd, &o.acts)
 	return cmd
 }
 
@@ -81,6 +84,10 @@ func runVerify(cmd *cobra.Command, g *globals, o *verifyOptions, artifact string
 		return usageErr("verify: --gen and --chunks must not be negative, --ctx at least 4")
 	}
 	if err := checkThreads("verify", o.threads); err != nil {
+		return err
+	}
+	mode, err := parseActs("verify", o.acts)
+	if err != nil {
 		return err
 	}
 	if o.refLogits == "" && (o.ref == "" || o.corpus == "") {
@@ -111,6 +118,14 @@ func runVerify(cmd *cobra.Command, g *globals, o *verifyOptions, artifact string
 	}
 	if flags.Changed("ctx") {
 		vo.Ctx = o.ctx
+	}
+	if mode != kernels.ActDefault { // the artifact's arithmetic; the reference keeps its own
+		vo.Open = func(path string, threads int) (verify.Model, error) {
+			if path == artifact {
+				return verify.OpenRuntimeMode(path, threads, mode)
+			}
+			return verify.OpenRuntime(path, threads)
+		}
 	}
 	if o.prompts != "" {
 		b, err := os.ReadFile(o.prompts)

@@ -180,6 +180,9 @@ func Convert(dir, out string, o Options) (*convert.Plan, error) {
 		return nil, err
 	}
 	defer inv.Close()
+	if err := arch.CheckGQF(inv.Spec); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
 	pol, err := newPolicy(inv, sch, &o)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gquant/gquant/convert/export"
 	"github.com/gquant/gquant/formats/gqf"
+	"github.com/gquant/gquant/formats/hf/synth"
 )
 
 const (
@@ -67,6 +68,19 @@ func TestGQFDryRunAndErrors(t *testing.T) {
 	}
 	if _, err := Convert(gqfModel, out, Options{Scheme: "w3a3"}); err == nil || !strings.Contains(err.Error(), `scheme: "w3a3" is not a gqf scheme`) {
 		t.Errorf("unknown scheme: %v", err)
+	}
+	// A mixture of experts has no gqf form: refused by name, even for a dry run.
+	spec, err := synth.Preset("tiny-qwen3moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Layers = 1
+	moe := filepath.Join(t.TempDir(), "moe")
+	if err := synth.Generate(moe, spec, synth.Options{Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Convert(moe, out, Options{Scheme: "w4a16", DryRun: true}); err == nil || !strings.Contains(err.Error(), "mixture of experts (8 experts) has no gqf or ONNX form") {
+		t.Errorf("mixture of experts: %v", err)
 	}
 }
 

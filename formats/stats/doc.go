@@ -4,7 +4,7 @@
 // It makes no decisions: range setting and encodings are quantize's, collection calibrate's.
 //
 // The statistics are stored in a GGUF file (formats/gguf), general.type "gquant.calibration".
-// Metadata (all under "calibration."): version (u32, 3; versions 1 and 2 are read too, see
+// Metadata (all under "calibration."): version (u32, 4; versions 1 to 3 are read too, see
 // below), model.name, model.family,
 // model.hidden, model.intermediate, model.layers, model.heads, model.kv_heads, model.head_dim,
 // model.vocab (u32), model.tensors_sha256 (the SHA-256 of the model's tensor list, one
@@ -19,7 +19,9 @@
 // a shard evaluates a part), shard.count (u32: the parts the windows were split into, 1 for
 // an unsharded run, 0 unknown), shard.index (u32 array: the parts held, increasing) and
 // chunk_set (u32 array of [start, end) pairs: the global indexes of the chunks evaluated,
-// sorted, disjoint and not adjacent).
+// sorted, disjoint and not adjacent); from version 4: fold_chunks (u32: the fold group of the
+// exact Hessians, Meta.FoldChunks; 1 without Hessians; version 3 files read as 1), on whose
+// boundaries every range of chunk_set begins and ends (the last may end with the windows).
 //
 // Tensors, per linear weight W (GGUF name, e.g. blk.0.attn_q.weight), in model order:
 //
@@ -34,6 +36,10 @@
 //	W.hessian_exact  I64 [2, c(c+1)/2] Σ xᵀx exactly, its upper triangle row by row (with
 //	                                   exact and Options.Hessian, for weights not listed
 //	                                   in shared_inputs); read mirrored, as float64
+//	              or F64 [c(c+1)/2]    the same values as float64s, in statistics of one fold
+//	                                   group (Meta.OneFold: every value is then one float64
+//	                                   rounded to the grid, which a float64 holds exactly;
+//	                                   half the size); the reader checks each is on the grid
 //	W.hessian        F64 [cols, cols]  Σ xᵀx, full symmetric, instead, in files without exact
 //
 // and per activation tensor A (a point of the model's graph: arch.Graph.Points), in graph order:
@@ -52,11 +58,15 @@
 // was seen (a shard may hold one kind only, whose range is then the activation's).
 //
 // Exact sums make statistics mergeable (MergeFiles, gquant stats merge): calibrate rounds each
-// chunk's float64 partial sums to the 2⁻⁶⁴ grid once and adds integers, so the statistics of
-// disjoint shards of one calibration add up to those of one run, bit for bit, in any order.
-// Files of versions 1 and 2 (float64 sums only) still read as they always did, but cannot be
-// merged: the merge refuses them, naming calibration.version. A Stats without exact sums (built
-// by hand, or read from an older file) is written with version 3's layout but exact false.
+// chunk's float64 partial Σx² and Σx, and each fold group's float64 partial Hessian (the sum of
+// fold_chunks consecutive chunks' Gram matrices, groups aligned on the windows' chunk indexes),
+// to the 2⁻⁶⁴ grid once and adds integers, so the statistics of disjoint shards of one
+// calibration (whole fold groups each) add up to those of one run, bit for bit, in any order.
+// Version 3 folded every chunk's Hessian (fold_chunks 1); its files read and merge with
+// statistics of the same fold group. Files of versions 1 and 2 (float64 sums only) still read
+// as they always did, but cannot be merged: the merge refuses them, naming
+// calibration.version. A Stats without exact sums (built by hand, or read from an older file)
+// is written with version 4's layout but exact false.
 //
 // Read reads this file, and llama.cpp's imatrix files (GGUF and legacy .dat) too; those
 // carry only Σx² and counts (Σx when present). They merge among themselves as llama-imatrix

@@ -41,6 +41,20 @@ func FixedOf(x float64) (f Fixed, ok bool) {
 	return f, true
 }
 
+// gridFloat is x rounded to the grid (half to even) as a float64, which holds it exactly: x
+// itself from 2⁻¹¹ up (its last bit is worth 2⁻⁶³ or more); ok is false when x is not finite
+// or |x| ≥ 2⁶³. FixedOf(v) is then the value's Fixed.
+func gridFloat(x float64) (v float64, ok bool) {
+	a := math.Abs(x)
+	switch {
+	case !(a < 0x1p63):
+		return 0, false
+	case a >= 0x1p-11:
+		return x, true
+	}
+	return math.RoundToEven(x*0x1p64) * 0x1p-64, true // x·2^64 < 2^53: exact
+}
+
 // neg is −f (two's complement).
 func (f Fixed) neg() Fixed {
 	lo, c := bits.Add64(^f.Lo, 1, 0)
@@ -178,16 +192,29 @@ func triRow(i, c int) int { return i*c - i*(i-1)/2 }
 // split between up to threads goroutines. On failure it returns the first element (row, column)
 // that does not fit, with acc left partly added (callers stop).
 func FoldUpper(acc []Fixed, h []float64, c, threads int) (i, j int, ok bool) {
+	return foldUpper(acc, h, c, threads, false)
+}
+
+// FoldUpperZero is FoldUpper, then zeroes what it added, h's upper triangle, each row as soon
+// as it is added, while it is in cache: a partial sum folded, its matrix ready for the next
+// one. The strict lower triangle, which nothing reads, is left untouched (kernels.AddGram
+// writes a band of it, and the rest is never paged in).
+func FoldUpperZero(acc []Fixed, h []float64, c, threads int) (i, j int, ok bool) {
+	return foldUpper(acc, h, c, threads, true)
+}
+
+// foldUpper is FoldUpper, zeroing h's rows when zero is set.
+func foldUpper(acc []Fixed, h []float64, c, threads int, zero bool) (i, j int, ok bool) {
 	bounds := triangleSplit(c, threads)
 	if len(bounds) == 2 {
-		return foldRows(acc, h, c, 0, c)
+		return foldRows(acc, h, c, 0, c, zero)
 	}
 	type bad struct{ i, j int }
 	fails := make([]*bad, len(bounds)-1)
 	done := make(chan struct{}, len(bounds)-1)
 	for p := 0; p+1 < len(bounds); p++ {
 		go func(p int) {
-			if i, j, ok := foldRows(acc, h, c, bounds[p], bounds[p+1]); !ok {
+			if i, j, ok := foldRows(acc, h, c, bounds[p], bounds[p+1], zero); !ok {
 				fails[p] = &bad{i, j}
 			}
 			done <- struct{}{}
@@ -204,13 +231,17 @@ func FoldUpper(acc []Fixed, h []float64, c, threads int) (i, j int, ok bool) {
 	return 0, 0, true
 }
 
-// foldRows is FoldUpper over rows [i0, i1).
-func foldRows(acc []Fixed, h []float64, c, i0, i1 int) (int, int, bool) {
+// foldRows is FoldUpper over rows [i0, i1), each row's upper part zeroed after it is added when
+// zero is set.
+func foldRows(acc []Fixed, h []float64, c, i0, i1 int, zero bool) (int, int, bool) {
 	for i := i0; i < i1; i++ {
 		row := h[i*c+i : i*c+c]
 		a := acc[triRow(i, c):][:len(row)]
 		if k, ok := FoldFloats(a, row); !ok {
 			return i, i + k, false
+		}
+		if zero {
+			clear(row)
 		}
 	}
 	return 0, 0, true

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -177,8 +178,8 @@ func TestFixedAssociative(t *testing.T) {
 	}
 }
 
-// FoldUpper adds the upper triangle (rows split between goroutines or not: the same) and
-// UpperToFull mirrors it.
+// FoldUpper adds the upper triangle (rows split between goroutines or not: the same),
+// FoldUpperZero too, zeroing the matrix, and UpperToFull mirrors it.
 func TestFoldUpper(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	const c = 301 // TriangleLen above foldMinWork: several goroutines
@@ -212,8 +213,29 @@ func TestFoldUpper(t *testing.T) {
 			t.Fatalf("triRowOf(%d) = %d", k, i)
 		}
 	}
+	// FoldUpperZero adds the same and zeroes the upper triangle, leaving the lower one, on one
+	// goroutine or four.
+	for _, threads := range []int{1, 4} {
+		z, hz := make([]Fixed, TriangleLen(c)), slices.Clone(h)
+		if _, _, ok := FoldUpperZero(z, hz, c, threads); !ok || !slices.Equal(z, one) {
+			t.Fatalf("FoldUpperZero on %d goroutines: %v, or sums that differ from FoldUpper's", threads, ok)
+		}
+		checkZeroUpper(t, hz, h, c)
+	}
 	h[5*c+7] = math.Inf(1)
 	if i, j, ok := FoldUpper(one, h, c, 4); ok || i != 5 || j != 7 {
 		t.Errorf("an Inf at (5, 7): %d %d %v", i, j, ok)
+	}
+}
+
+// checkZeroUpper checks that h is zero on and above the diagonal and was (the original) below.
+func checkZeroUpper(t *testing.T, h, was []float64, c int) {
+	t.Helper()
+	for i := 0; i < c; i++ {
+		for j := 0; j < c; j++ {
+			if want := was[i*c+j]; j >= i && h[i*c+j] != 0 || j < i && h[i*c+j] != want {
+				t.Fatalf("(%d, %d) is %g after the fold (was %g)", i, j, h[i*c+j], want)
+			}
+		}
 	}
 }

@@ -34,9 +34,10 @@ type MergeResult struct {
 }
 
 // MergeFiles adds up statistics files into out (temporary file, then rename): gquant
-// statistics (version 3, with exact sums) of one model, corpus and chunking, from disjoint
-// shards, or llama.cpp imatrix files (as llama-imatrix --in-file does: see imatrix.Merge; the
-// output is a GGUF imatrix, or a legacy one when out ends in ".dat"). Kinds do not mix.
+// statistics (version 3 or later, with exact sums) of one model, corpus, chunking and fold
+// group (Meta.FoldChunks), from disjoint shards, or llama.cpp imatrix files (as llama-imatrix
+// --in-file does: see imatrix.Merge; the output is a GGUF imatrix, or a legacy one when out
+// ends in ".dat"). Kinds do not mix.
 //
 // gquant statistics add exactly: counts, the exact Σx², Σx and Hessians (integers), max|x|,
 // activation extremes (fit and held-out apart) and histograms (re-binned exactly to the
@@ -171,10 +172,16 @@ func checkShards(m *Meta) string {
 	if len(m.ShardIndex) == 0 {
 		return fmt.Sprintf("%s: empty", keyShardIndex)
 	}
+	if m.FoldChunks < 1 {
+		return fmt.Sprintf("%s: %d, want a group of at least one chunk", keyFoldChunks, m.FoldChunks)
+	}
 	n := 0
 	for k, r := range m.ChunkSet {
 		if r.Start >= r.End || r.End > m.WindowChunks || (k > 0 && r.Start <= m.ChunkSet[k-1].End) {
 			return fmt.Sprintf("%s: %v is not a sorted set of disjoint ranges of the %d windows", keyChunkSet, m.ChunkSet, m.WindowChunks)
+		}
+		if f := m.FoldChunks; r.Start%f != 0 || (r.End%f != 0 && r.End != m.WindowChunks) {
+			return fmt.Sprintf("%s: %v does not begin and end on the fold groups of %d chunks (%s)", keyChunkSet, m.ChunkSet, f, keyFoldChunks)
 		}
 		n += r.End - r.Start
 	}
@@ -385,6 +392,7 @@ func compatible(a, b *Stats) error {
 		{"windows.tokens", ma.WindowTokens, mb.WindowTokens},
 		{"shard.count", ma.Shards, mb.Shards},
 		{"hessian", ma.Hessian, mb.Hessian},
+		{"fold_chunks", ma.FoldChunks, mb.FoldChunks},
 	}
 	for _, k := range keys {
 		if k.va != k.vb {
@@ -398,9 +406,14 @@ func compatible(a, b *Stats) error {
 				what = "shards of different splits"
 			case k.name == "hessian":
 				what = "statistics with and without Hessians"
+			case k.name == "fold_chunks":
+				what = "Hessians folded in different groups of chunks"
 			}
 			return fmt.Errorf("%s: %s%s: %v, but %v in %s: %s do not merge", b.name(), keyPrefix, k.name, k.vb, k.va, a.name(), what)
 		}
+	}
+	if len(a.Linear) == len(b.Linear) && (len(a.Acts) == 0) != (len(b.Acts) == 0) {
+		return fmt.Errorf("%s: %d activations, but %d in %s: statistics of the linear inputs only (calibrate --linear-only) and of every activation do not merge", b.name(), len(b.Acts), len(a.Acts), a.name())
 	}
 	if len(a.Linear) != len(b.Linear) || len(a.Acts) != len(b.Acts) {
 		return fmt.Errorf("%s: %d linear inputs and %d activations, but %d and %d in %s: statistics of different models do not merge", b.name(), len(b.Linear), len(b.Acts), len(a.Linear), len(a.Acts), a.name())
@@ -475,23 +488,26 @@ func (sw *Writer) addHessians(ls *LinearStats, wi int, ss []*Stats) error {
 	i := sw.hessIdx[ls.Weight]
 	acc := make([]Fixed, min(n, fixedBlock))
 	part := make([]Fixed, len(acc))
-	buf := make([]byte, fixedBytes*len(acc))
+	var buf []byte
 	for off := 0; off < n; off += len(acc) {
 		m := min(n-off, fixedBlock)
 		for k, s := range srcs {
-			if _, err := s.f.ReadAt(buf[:fixedBytes*m], s.ref.offset+int64(fixedBytes*off)); err != nil {
-				return fmt.Errorf("%s: %s: %v", s.ref.path, s.ref.tensor, err)
-			}
+			var err error
 			if k == 0 {
-				getFixed(acc[:m], buf)
+				buf, err = s.ref.readFixed(s.f, off, acc[:m], buf)
+				if err != nil {
+					return err
+				}
 				continue
 			}
-			getFixed(part[:m], buf)
+			if buf, err = s.ref.readFixed(s.f, off, part[:m], buf); err != nil {
+				return err
+			}
 			if j, ok := AddFixed(acc[:m], part[:m]); !ok {
 				return fmt.Errorf("%s: %s[%d]: the merged sum is %s", s.s.name(), s.ref.tensor, off+j, errFixedRange)
 			}
 		}
-		if err := sw.writeFixedPart(i, off, acc[:m]); err != nil {
+		if err := sw.writeFixedPart(ls.Weight, i, off, acc[:m]); err != nil {
 			return err
 		}
 	}

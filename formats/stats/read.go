@@ -71,8 +71,16 @@ func readImatrix(path string) (*Stats, error) {
 	s.Meta.Tokens = m.ChunkSize * m.ChunkCount
 	for i := range m.Entries {
 		e := &m.Entries[i]
-		if e.Matrices() != 1 {
-			return nil, fmt.Errorf("%s: %s: %d expert matrices: mixture-of-experts statistics are not supported", path, e.Name, e.Matrices())
+		if e.Matrices() > 1 { // a stack of experts: one LinearStats per expert (ExpertWeight)
+			n := e.RowLen()
+			for x, c := range e.Counts {
+				ls := &LinearStats{Weight: ExpertWeight(e.Name, x), Cols: n, Count: c, Sum2: widen(e.Sum2[x*n : (x+1)*n])}
+				if e.Sum != nil {
+					ls.Sum = widen(e.Sum[x*n : (x+1)*n])
+				}
+				s.Linear = append(s.Linear, ls)
+			}
+			continue
 		}
 		ls := &LinearStats{Weight: e.Name, Cols: e.RowLen(), Count: e.Counts[0], Sum2: widen(e.Sum2)}
 		if e.Sum != nil {
@@ -180,6 +188,10 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 		for i := 0; i+1 < len(set); i += 2 {
 			m.ChunkSet = append(m.ChunkSet, ChunkRange{int(set[i]), int(set[i+1])})
 		}
+		m.FoldChunks = 1 // version 3: each chunk folded on its own
+		if v >= 4 {
+			m.FoldChunks = u32("fold_chunks")
+		}
 		if p := checkShards(m); p != "" {
 			bad("%s", p)
 		}
@@ -264,8 +276,16 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 				exactOf(ls).Sum = fixeds(data)
 			}
 		} else if w, ok := cut(sufHessianExact); ok {
-			if ls := getLin(w); exactPair() {
-				ls.hessian = &hessianRef{path: absPath, tensor: name, offset: int64(gf.DataOffset + t.Offset), n: int(t.Shape[1]), stamp: stamp, exact: true}
+			ls := getLin(w)
+			ref := &hessianRef{path: absPath, tensor: name, offset: int64(gf.DataOffset + t.Offset), stamp: stamp, exact: true}
+			switch {
+			case t.Type == gguf.F64 && len(t.Shape) == 1 && t.Shape[0] > 0 && exact:
+				// One fold group's values, each a float64 on the grid (read checks them).
+				ref.n, ref.compact = int(t.Shape[0]), true
+				ls.hessian = ref
+			case exactPair():
+				ref.n = int(t.Shape[1])
+				ls.hessian = ref
 			}
 		} else if w, ok := cut(sufSum2); ok {
 			ls := getLin(w)
@@ -415,13 +435,14 @@ func histGeometry(lo, hi float64) (start int64, width float64) {
 
 // hessianRef locates a Hessian in a statistics file, in the file as it was when read (stamp):
 // cols × cols little-endian float64 at offset, or, exact, the upper triangle (n =
-// TriangleLen(cols) Fixed values, row by row).
+// TriangleLen(cols) Fixed values, row by row; compact, as float64s on the grid).
 type hessianRef struct {
 	path, tensor string
 	offset       int64
 	cols, n      int
 	stamp        string
 	exact        bool
+	compact      bool
 }
 
 // statStamp identifies a file's version: size and modification time.
@@ -445,20 +466,47 @@ func (r *hessianRef) blocks(fn func(off int, block []Fixed) error) error {
 	if st, err := statStamp(r.path); err != nil || st != r.stamp {
 		return fmt.Errorf("%s: %s: the file changed since it was read", r.path, r.tensor)
 	}
-	buf := make([]byte, fixedBytes*min(r.n, fixedBlock))
+	var buf []byte
 	v := make([]Fixed, min(r.n, fixedBlock))
 	for off := 0; off < r.n; {
 		m := min(r.n-off, fixedBlock)
-		if _, err := f.ReadAt(buf[:fixedBytes*m], r.offset+int64(fixedBytes*off)); err != nil {
-			return fmt.Errorf("%s: %s: %v", r.path, r.tensor, err)
+		if buf, err = r.readFixed(f, off, v[:m], buf); err != nil {
+			return err
 		}
-		getFixed(v[:m], buf)
 		if err := fn(off, v[:m]); err != nil {
 			return err
 		}
 		off += m
 	}
 	return nil
+}
+
+// readFixed reads len(v) values of the exact Hessian from element off of f (the file, open)
+// into v, through buf (grown as needed, returned).
+func (r *hessianRef) readFixed(f *os.File, off int, v []Fixed, buf []byte) ([]byte, error) {
+	size := fixedBytes
+	if r.compact {
+		size = 8
+	}
+	if cap(buf) < size*len(v) {
+		buf = make([]byte, size*len(v))
+	}
+	b := buf[:size*len(v)]
+	if _, err := f.ReadAt(b, r.offset+int64(size*off)); err != nil {
+		return buf, fmt.Errorf("%s: %s: %v", r.path, r.tensor, err)
+	}
+	if !r.compact {
+		getFixed(v, b)
+		return buf, nil
+	}
+	for k := range v {
+		x := math.Float64frombits(binary.LittleEndian.Uint64(b[8*k:]))
+		if g, ok := gridFloat(x); !ok || g != x {
+			return buf, fmt.Errorf("%s: %s[%d] = %g is not finite or not on the exact grid (2^-64, within ±2^63)", r.path, r.tensor, off+k, x)
+		}
+		v[k], _ = FixedOf(x)
+	}
+	return buf, nil
 }
 
 // readExact reads the Hessian in blocks and checks it: every diagonal element (a Σx²) ≥ 0;

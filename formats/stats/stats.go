@@ -41,16 +41,38 @@ type Meta struct {
 	// ChunkSet holds the global indexes (in the windows) of the chunks evaluated, as sorted,
 	// disjoint, non-adjacent half-open ranges.
 	ChunkSet []ChunkRange
+	// FoldChunks is the fold group of the exact Hessians: the windows' chunks are taken in
+	// groups [g·FoldChunks, (g+1)·FoldChunks), each group's Hessian summed in float64 and
+	// rounded to the exact grid once (see Fixed). Shards begin and end on group boundaries, so
+	// that they fold the same groups as one run. 1 without Hessians and in files of version 3
+	// (each chunk folded on its own); 0 when unknown (older files, imatrix files).
+	FoldChunks int
+}
+
+// OneFold reports whether the statistics cover one fold group (their chunks lie in one range
+// of one group): each exact Hessian value is then one float64 partial rounded to the grid,
+// which a float64 holds exactly, and the file stores it so (see the package comment).
+func (m *Meta) OneFold() bool {
+	if m.FoldChunks < 1 || len(m.ChunkSet) != 1 {
+		return false
+	}
+	r := m.ChunkSet[0]
+	return r.Start < r.End && r.Start/m.FoldChunks == (r.End-1)/m.FoldChunks
 }
 
 // ChunkRange is the chunks [Start, End) of the windows.
 type ChunkRange struct{ Start, End int }
 
-// ShardRange returns the chunks of shard i of n over m windows: the contiguous range
-// [⌊i·m/n⌋, ⌊(i+1)·m/n⌋), so that the shards cover every chunk once and differ in size by at
-// most one chunk.
-func ShardRange(i, n, m int) ChunkRange {
-	return ChunkRange{int(int64(i) * int64(m) / int64(n)), int(int64(i+1) * int64(m) / int64(n))}
+// ShardRange returns the chunks of shard i of n over m windows whose chunks fold in groups of
+// fold (≥ 1; see Meta.FoldChunks): the ⌈m/fold⌉ groups are split into the contiguous ranges
+// [⌊i·g/n⌋, ⌊(i+1)·g/n⌋) of groups (g of them), so that the shards cover every chunk once,
+// begin and end on group boundaries (the last at m) and differ in size by at most one group.
+// Shards hold no chunk when there are fewer groups than shards.
+func ShardRange(i, n, m, fold int) ChunkRange {
+	g := (int64(m) + int64(fold) - 1) / int64(fold)
+	start := int64(i) * g / int64(n) * int64(fold)
+	end := int64(i+1) * g / int64(n) * int64(fold)
+	return ChunkRange{int(min(start, int64(m))), int(min(end, int64(m)))}
 }
 
 // Stats are the calibration statistics of one model.
@@ -61,7 +83,7 @@ type Stats struct {
 	// Kind says where they come from: "gquant", "imatrix" (llama.cpp GGUF imatrix) or
 	// "imatrix-dat" (legacy .dat, whose Sum2 holds mean·ncall and Count ncall).
 	Kind string
-	// Version is the file layout's (gquant statistics: 1 to 3; 0 for statistics collected by
+	// Version is the file layout's (gquant statistics: 1 to 4; 0 for statistics collected by
 	// this process or read from an imatrix).
 	Version int
 	Meta    Meta

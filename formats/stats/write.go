@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/gquant/gquant/formats/gguf"
 )
@@ -12,11 +13,14 @@ import (
 const Type = "gquant.calibration"
 
 // Version is the version of the statistics file layout (calibration.version) this package
-// writes. Version 3 adds the exact sums (calibration.exact), the windows and the shard;
-// version 2 holds every point of the model's graph; version 1 files (read too) hold the
-// runtime's named activations of the time, a subset. Files of versions 1 and 2 read as they
-// always did, without exact sums: they cannot be merged.
-const Version = 3
+// writes. Version 4 folds the exact Hessians by groups of chunks (calibration.fold_chunks:
+// each group's float64 sum rounded once) where version 3 folded each chunk's; version 3 adds
+// the exact sums (calibration.exact), the windows and the shard; version 2 holds every point
+// of the model's graph; version 1 files (read too) hold the runtime's named activations of the
+// time, a subset. Files of versions 1 and 2 read as they always did, without exact sums: they
+// cannot be merged. Files of version 3 read with a fold group of one chunk, and merge with
+// statistics of the same fold group (those without Hessians, or of version 3).
+const Version = 4
 
 // Metadata keys of the statistics file.
 const (
@@ -28,6 +32,7 @@ const (
 	keyShards       = keyPrefix + "shard.count"
 	keyShardIndex   = keyPrefix + "shard.index"
 	keyChunkSet     = keyPrefix + "chunk_set"
+	keyFoldChunks   = keyPrefix + "fold_chunks"
 )
 
 // Tensor suffixes of the statistics file (see the package comment).
@@ -98,7 +103,7 @@ func (sw *Writer) copyExactHessian(s *Stats, ls *LinearStats) error {
 	}
 	i := sw.hessIdx[ls.Weight]
 	return ref.blocks(func(off int, block []Fixed) error {
-		return sw.writeFixedPart(i, off, block)
+		return sw.writeFixedPart(ls.Weight, i, off, block)
 	})
 }
 
@@ -129,12 +134,21 @@ func (s *Stats) exactForm() bool {
 
 // Writer writes a statistics file whose Hessians arrive later, one at a time.
 type Writer struct {
-	path    string
-	w       *gguf.Writer
-	hessIdx map[string]int
-	exact   bool // the file holds exact sums (Hessians: WriteHessianExact)
-	done    bool
-	buf     []byte // writeF64s's and writeFixedPart's
+	path     string
+	w        *gguf.Writer
+	hessIdx  map[string]int
+	hessCols map[string]int
+	exact    bool // the file holds exact sums (Hessians: WriteHessianExact)
+	// compact: the exact Hessians are stored as float64s (the statistics cover one fold group:
+	// Meta.OneFold), 8 bytes a value instead of 16.
+	compact bool
+	mu      sync.Mutex // serializes WriteHessianSum's writes
+	// sums holds the buffers of WriteHessianSum's goroutines, reused from call to call
+	// (garbage of a few MB per Hessian would pile up beside gigabytes of live partials
+	// before the GC ran).
+	sums []sumBuffers
+	done bool
+	buf  []byte // writeF64s's and writeFixedPart's
 }
 
 // Exact reports whether the file holds the exact sums: Hessians are then written with
@@ -146,6 +160,7 @@ func Create(path string, s *Stats) (*Writer, error) {
 	m := s.Meta
 	id := m.Model
 	exact := s.exactForm()
+	compact := exact && m.OneFold()
 	var shared []string
 	for _, ls := range s.Linear {
 		if ls.SharesInputOf != "" {
@@ -190,13 +205,14 @@ func Create(path string, s *Stats) (*Writer, error) {
 		{Key: keyShards, Value: u32(m.Shards)},
 		{Key: keyShardIndex, Value: shardIndex},
 		{Key: keyChunkSet, Value: chunkSet},
+		{Key: keyFoldChunks, Value: u32(m.FoldChunks)},
 	}}
 	var data [][]byte
 	add := func(name string, t gguf.Type, shape []uint64, b []byte) {
 		h.Tensors = append(h.Tensors, gguf.TensorInfo{Name: name, Type: t, Shape: shape})
 		data = append(data, b)
 	}
-	hessIdx := map[string]int{}
+	hessIdx, hessCols := map[string]int{}, map[string]int{}
 	for _, ls := range s.Linear {
 		c := uint64(ls.Cols)
 		add(ls.Weight+sufSum2, gguf.F64, []uint64{c}, f64Bytes(ls.Sum2))
@@ -208,10 +224,13 @@ func Create(path string, s *Stats) (*Writer, error) {
 			add(ls.Weight+sufSumExact, gguf.I64, []uint64{2, c}, fixedBytesOf(ls.Exact.Sum))
 		}
 		if m.Hessian && ls.SharesInputOf == "" {
-			hessIdx[ls.Weight] = len(h.Tensors)
-			if exact {
-				add(ls.Weight+sufHessianExact, gguf.I64, []uint64{2, uint64(TriangleLen(ls.Cols))}, nil)
-			} else {
+			hessIdx[ls.Weight], hessCols[ls.Weight] = len(h.Tensors), ls.Cols
+			switch n := uint64(TriangleLen(ls.Cols)); {
+			case compact:
+				add(ls.Weight+sufHessianExact, gguf.F64, []uint64{n}, nil)
+			case exact:
+				add(ls.Weight+sufHessianExact, gguf.I64, []uint64{2, n}, nil)
+			default:
 				add(ls.Weight+sufHessian, gguf.F64, []uint64{c, c}, nil)
 			}
 		}
@@ -235,7 +254,7 @@ func Create(path string, s *Stats) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	sw := &Writer{path: path, w: w, hessIdx: hessIdx, exact: exact}
+	sw := &Writer{path: path, w: w, hessIdx: hessIdx, hessCols: hessCols, exact: exact, compact: compact}
 	for i, b := range data {
 		if b == nil {
 			continue
@@ -269,24 +288,190 @@ func (sw *Writer) WriteHessianExact(weight string, tri []Fixed) error {
 		return fmt.Errorf("%s: %s: no exact Hessian slot", sw.path, weight)
 	}
 	for off := 0; off < len(tri); off += fixedBlock {
-		if err := sw.writeFixedPart(i, off, tri[off:min(off+fixedBlock, len(tri))]); err != nil {
+		if err := sw.writeFixedPart(weight, i, off, tri[off:min(off+fixedBlock, len(tri))]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// WriteHessianSum writes one weight's exact Hessian to a file with exact sums as the sum of
+// the exact triangle acc (nil: zero) and the upper triangle of h (c × c row-major float64,
+// each element rounded to the grid as FoldUpper does): the last fold of a calibration, made as
+// the file is written, with neither acc nor h changed. The values are computed by up to
+// threads goroutines (rows split), and written one block at a time (several writers of one
+// file only slow each other down). A sum that does not fit is an error naming the element.
+func (sw *Writer) WriteHessianSum(weight string, acc ExactTriangle, h []float64, threads int) error {
+	i, ok := sw.hessIdx[weight]
+	c := sw.hessCols[weight]
+	if t, mem := acc.(Triangle); mem && t == nil {
+		acc = nil
+	}
+	switch t, mem := acc.(Triangle); {
+	case !ok || !sw.exact:
+		return fmt.Errorf("%s: %s: no exact Hessian slot", sw.path, weight)
+	case len(h) < c*c || (mem && len(t) != TriangleLen(c)):
+		return fmt.Errorf("%s: %s: a Hessian of %d values and an exact triangle of %d for %d columns", sw.path, weight, len(h), len(t), c)
+	}
+	bounds := triangleSplit(c, threads)
+	errs := make([]error, len(bounds)-1)
+	for len(sw.sums) < len(errs) {
+		sw.sums = append(sw.sums, sumBuffers{blk: make([]Fixed, fixedBlock)})
+	}
+	done := make(chan struct{}, len(errs))
+	for p := range errs {
+		go func() {
+			errs[p] = sw.writeSumRows(i, weight, acc, h, c, bounds[p], bounds[p+1], &sw.sums[p])
+			done <- struct{}{}
+		}()
+	}
+	for range errs {
+		<-done
+	}
+	for _, err := range errs {
+		if err != nil {
+			sw.Abort()
+			return err
+		}
+	}
+	return nil
+}
+
+// sumBuffers are the buffers of one goroutine of WriteHessianSum.
+type sumBuffers struct {
+	blk      []Fixed // fixedBlock values
+	buf, acc []byte  // encoded values; the exact triangle's, read
+}
+
+// writeSumRows is WriteHessianSum over rows [i0, i1) of the triangle, in blocks of fixedBlock
+// values, through b.
+func (sw *Writer) writeSumRows(ti int, weight string, acc ExactTriangle, h []float64, c, i0, i1 int, b *sumBuffers) error {
+	if sw.compact && acc == nil {
+		return sw.writeGridRows(ti, weight, h, c, i0, i1, b)
+	}
+	blk := b.blk[:0]
+	off := triRow(i0, c) // the triangle index of blk[0]
+	flush := func() error {
+		var err error
+		if b.buf, err = sw.encodeFixed(b.buf, weight, off, blk); err != nil {
+			return err
+		}
+		sw.mu.Lock()
+		err = sw.w.WriteTensorPart(ti, uint64(sw.valueBytes()*off), b.buf)
+		sw.mu.Unlock()
+		off += len(blk)
+		blk = blk[:0]
+		return err
+	}
+	for r := i0; r < i1; r++ {
+		row := h[r*c+r : r*c+c]
+		for j := r; len(row) > 0; {
+			k := min(len(row), cap(blk)-len(blk))
+			seg := blk[len(blk) : len(blk)+k]
+			if acc == nil {
+				clear(seg)
+			} else {
+				var err error
+				if b.acc, err = acc.readFixed(off+len(blk), seg, b.acc); err != nil {
+					return err
+				}
+			}
+			if e, ok := FoldFloats(seg, row[:k]); !ok {
+				return fmt.Errorf("%s: %s: Hessian[%d, %d]: the sum %g is not finite or leaves the exact range ±2^63", sw.path, weight, r, j+e, row[e])
+			}
+			blk = blk[:len(blk)+k]
+			row, j = row[k:], j+k
+			if len(blk) == cap(blk) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if len(blk) > 0 {
+		return flush()
+	}
+	return nil
+}
+
+// writeGridRows is writeSumRows of a compact file without exact triangle: the upper triangle
+// of h rounded to the grid, as float64s.
+func (sw *Writer) writeGridRows(ti int, weight string, h []float64, c, i0, i1 int, b *sumBuffers) error {
+	if cap(b.buf) < 8*fixedBlock {
+		b.buf = make([]byte, 0, 8*fixedBlock)
+	}
+	buf := b.buf[:0]
+	off := triRow(i0, c) // the triangle index of buf's first value
+	flush := func() error {
+		sw.mu.Lock()
+		err := sw.w.WriteTensorPart(ti, uint64(8*off), buf)
+		sw.mu.Unlock()
+		off += len(buf) / 8
+		buf = buf[:0]
+		return err
+	}
+	for r := i0; r < i1; r++ {
+		for j, x := range h[r*c+r : r*c+c] {
+			v, ok := gridFloat(x)
+			if !ok {
+				return fmt.Errorf("%s: %s: Hessian[%d, %d]: the sum %g is not finite or leaves the exact range ±2^63", sw.path, weight, r, r+j, x)
+			}
+			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(v))
+			if len(buf) == cap(buf) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if len(buf) > 0 {
+		return flush()
+	}
+	return nil
+}
+
+// valueBytes is the size of an exact Hessian value in the file.
+func (sw *Writer) valueBytes() int {
+	if sw.compact {
+		return 8
+	}
+	return fixedBytes
+}
+
+// encodeFixed encodes exact Hessian values, v from element off of weight's, as the file
+// stores them into buf (grown as needed): 16-byte pairs, or, compact, float64s, each of which
+// must hold its value exactly.
+func (sw *Writer) encodeFixed(buf []byte, weight string, off int, v []Fixed) ([]byte, error) {
+	n := sw.valueBytes() * len(v)
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if !sw.compact {
+		putFixed(buf, v)
+		return buf, nil
+	}
+	for k, f := range v {
+		x := f.Float64()
+		if g, _ := FixedOf(x); g != f {
+			return buf, fmt.Errorf("%s: %s%s[%d]: the sum (about %g) is not a float64, as in statistics of one fold group", sw.path, weight, sufHessianExact, off+k, x)
+		}
+		binary.LittleEndian.PutUint64(buf[8*k:], math.Float64bits(x))
+	}
+	return buf, nil
+}
+
 // fixedBlock is the number of Fixed values written or read at a time (1 MiB).
 const fixedBlock = 1 << 20 / fixedBytes
 
-// writeFixedPart writes exact values at element offset off of tensor i.
-func (sw *Writer) writeFixedPart(i, off int, v []Fixed) error {
-	if cap(sw.buf) < fixedBytes*len(v) {
-		sw.buf = make([]byte, max(1<<20, fixedBytes*len(v)))
+// writeFixedPart writes exact Hessian values at element offset off of tensor i, weight's.
+func (sw *Writer) writeFixedPart(weight string, i, off int, v []Fixed) error {
+	b, err := sw.encodeFixed(sw.buf, weight, off, v)
+	sw.buf = b
+	if err == nil {
+		err = sw.w.WriteTensorPart(i, uint64(sw.valueBytes()*off), b)
 	}
-	b := sw.buf[:fixedBytes*len(v)]
-	putFixed(b, v)
-	if err := sw.w.WriteTensorPart(i, uint64(fixedBytes*off), b); err != nil {
+	if err != nil {
 		sw.Abort()
 		return err
 	}

@@ -5,8 +5,11 @@ package arch
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/gquant/gquant/formats/stats"
 )
 
 // RopeLayout says how rotary embeddings pair the dimensions of a head.
@@ -99,6 +102,14 @@ type Spec struct {
 	// HFPrefix is the HF name prefix of the decoder's tensors ("" for "model."; a multimodal
 	// checkpoint's text model has its own, set from the checkpoint's names by CheckHF).
 	HFPrefix string
+
+	// Mixtral and Qwen3-MoE: every layer's FFN is a routed mixture of Experts SwiGLU experts of
+	// ExpertFF rows each (0 Experts: a dense FFN); each token goes through the ExpertsUsed
+	// experts of the highest router probabilities, their outputs weighted by those
+	// probabilities, renormalized to sum to 1 when NormTopK (Mixtral always; Qwen3-MoE's
+	// norm_topk_prob).
+	Experts, ExpertsUsed, ExpertFF int
+	NormTopK                       bool
 }
 
 // hfPrefix is the HF name prefix of the decoder's tensors.
@@ -146,7 +157,7 @@ func (s *Spec) RotDims() int {
 
 // Validate checks the internal consistency of a spec and the range of its values (see
 // validate); field names refer to HF config keys.
-func (s *Spec) Validate() error { return s.validate(hfKeys) }
+func (s *Spec) Validate() error { return s.validate(hfKeysFor(s)) }
 
 // Role names a tensor's job. The GGUF name of a layer tensor is "blk.N." + role; of a global
 // tensor, the role itself.
@@ -178,16 +189,37 @@ const (
 	// Phi-3's longrope frequency divisors (llama.cpp's names; generated from the config).
 	RopeFactorsLong  Role = "rope_factors_long.weight"
 	RopeFactorsShort Role = "rope_factors_short.weight"
+	// Mixture of experts (Mixtral, Qwen3-MoE): the router, [experts, hidden], and the experts'
+	// gate, up and down matrices stacked into one tensor each ([experts, rows, cols]: expert e's
+	// matrix is the e-th), as llama.cpp stores them.
+	FFNGateInp  Role = "ffn_gate_inp.weight"
+	FFNGateExps Role = "ffn_gate_exps.weight"
+	FFNUpExps   Role = "ffn_up_exps.weight"
+	FFNDownExps Role = "ffn_down_exps.weight"
 )
 
-// IsLinear reports whether a role is the weight matrix of a linear layer inside a block.
+// IsLinear reports whether a role is the weight matrix of a linear layer inside a block (a
+// stack of expert matrices counts: each of its matrices is one). The router of a mixture of
+// experts is not one (llama-quantize keeps it as it is; its input is observed all the same).
 func (r Role) IsLinear() bool {
 	switch r {
-	case AttnQ, AttnK, AttnV, AttnOut, FFNGate, FFNUp, FFNDown:
+	case AttnQ, AttnK, AttnV, AttnOut, FFNGate, FFNUp, FFNDown, FFNGateExps, FFNUpExps, FFNDownExps:
 		return true
 	}
 	return false
 }
+
+// IsExperts reports whether a role is a stack of expert matrices.
+func (r Role) IsExperts() bool { return r == FFNGateExps || r == FFNUpExps || r == FFNDownExps }
+
+// ExpertWeight names matrix e of the stack of expert matrices stack (a GGUF name): the key of
+// that expert's input statistics ("blk.0.ffn_up_exps.weight#3", stats.ExpertWeight), and the
+// name the runtime's hooks give its input.
+func ExpertWeight(stack string, e int) string { return stats.ExpertWeight(stack, e) }
+
+// SplitExpert undoes ExpertWeight: the stack and the expert of an expert matrix's name; ok is
+// false for any other name.
+func SplitExpert(name string) (stack string, e int, ok bool) { return stats.SplitExpert(name) }
 
 // TensorRef is one tensor of a model: a role in a layer (Layer = -1 for global tensors).
 type TensorRef struct {
@@ -244,14 +276,31 @@ type Tensor struct {
 	// GGUFSrc names the GGUF tensor it is cut from the same way, when a GGUF file holds it
 	// fused (llama.cpp's phi3 attn_qkv; "": the tensor is stored under its own name).
 	GGUFSrc string
+	// Parts, for a stack of expert matrices that the HF checkpoint stores one tensor per
+	// expert (Mixtral's block_sparse_moe.experts.E.w1, Qwen3-MoE's mlp.experts.E.gate_proj),
+	// names those tensors in expert order, each of shape Shape[1:]; HFName is then the first.
+	// Stacked in that order they are the GGUF tensor, as convert_hf_to_gguf.py stacks them.
+	Parts []string
 }
 
-// HFShape is the shape of the HF tensor the tensor is read from.
+// HFShape is the shape of the HF tensor the tensor is read from (of each part, for a stack
+// of parts).
 func (t Tensor) HFShape() []int {
 	if t.SrcShape != nil {
 		return t.SrcShape
 	}
+	if t.Parts != nil {
+		return t.Shape[1:]
+	}
 	return t.Shape
+}
+
+// HFNames lists the HF tensors the tensor is read from: its parts, or HFName.
+func (t Tensor) HFNames() []string {
+	if t.Parts != nil {
+		return t.Parts
+	}
+	return []string{t.HFName}
 }
 
 // Family is one model family.
@@ -275,7 +324,8 @@ type Family interface {
 	RopeLayout(format string) RopeLayout
 }
 
-var families = []Family{llamaFamily{}, qwen2Family{}, qwen3Family{}, gemma2Family{}, gemma3Family{}, phi3Family{}}
+var families = []Family{llamaFamily{}, qwen2Family{}, qwen3Family{}, gemma2Family{}, gemma3Family{}, phi3Family{},
+	mixtralFamily{}, qwen3MoeFamily{}}
 
 // Families lists every supported family.
 func Families() []Family { return families }
@@ -292,7 +342,19 @@ func ForHF(hfArch string) (Family, error) {
 	return nil, fmt.Errorf("architectures: unsupported architecture %q (supported: %s)", hfArch, strings.Join(SupportedHF(), ", "))
 }
 
-// ForGGUF finds the family of a GGUF general.architecture value.
+// ForSpec finds the family of a spec (by Spec.Family).
+func ForSpec(s *Spec) (Family, error) {
+	for _, f := range families {
+		if f.Name() == s.Family {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("family %q is unknown", s.Family)
+}
+
+// ForGGUF finds the family of a GGUF general.architecture value: the first with that
+// architecture ("llama": llamaFamily, whose SpecFromGGUF gives a Mixtral spec when the file
+// has experts; ForSpec then finds its family).
 func ForGGUF(name string) (Family, error) {
 	for _, f := range families {
 		if f.GGUFArch() == name {
@@ -301,7 +363,9 @@ func ForGGUF(name string) (Family, error) {
 	}
 	var names []string
 	for _, f := range families {
-		names = append(names, f.GGUFArch())
+		if !slices.Contains(names, f.GGUFArch()) {
+			names = append(names, f.GGUFArch())
+		}
 	}
 	return nil, fmt.Errorf("general.architecture: unsupported architecture %q (supported: %s)", name, strings.Join(names, ", "))
 }

@@ -22,6 +22,7 @@ type keyNames struct {
 	hidden, intermediate, layers, heads, kvHeads, headDim, vocab, context, eps, theta string
 	factor, lowFreq, highFreq, origContext, extFactor, attnFactor, betaFast, betaSlow string
 	scaling                                                                           string
+	experts, expertsUsed, expertFF                                                    string
 }
 
 var hfKeys = &keyNames{
@@ -32,6 +33,18 @@ var hfKeys = &keyNames{
 	highFreq: "rope_scaling.high_freq_factor", origContext: "rope_scaling.original_max_position_embeddings",
 	extFactor: "rope_scaling.extrapolation_factor", attnFactor: "rope_scaling.attention_factor",
 	betaFast: "rope_scaling.beta_fast", betaSlow: "rope_scaling.beta_slow", scaling: "rope_scaling",
+	experts: "num_local_experts", expertsUsed: "num_experts_per_tok", expertFF: "intermediate_size",
+}
+
+// hfKeysFor returns config.json's key names for a spec's family (Qwen3-MoE names its experts'
+// count and width its own way).
+func hfKeysFor(s *Spec) *keyNames {
+	if s.Family != "qwen3moe" {
+		return hfKeys
+	}
+	k := *hfKeys
+	k.experts, k.expertFF = "num_experts", "moe_intermediate_size"
+	return &k
 }
 
 // ggufKeys are the llama.cpp metadata keys of architecture a ("llama"). The vocabulary is the
@@ -47,16 +60,26 @@ func ggufKeys(a string) *keyNames {
 		extFactor: p + "rope.scaling.yarn_ext_factor", attnFactor: p + "rope.scaling.yarn_attn_factor",
 		betaFast: p + "rope.scaling.yarn_beta_fast", betaSlow: p + "rope.scaling.yarn_beta_slow",
 		scaling: p + "rope.scaling.type",
+		experts: p + "expert_count", expertsUsed: p + "expert_used_count", expertFF: p + "feed_forward_length",
 	}
+}
+
+// ggufKeysFor returns a spec's GGUF key names (qwen3moe's experts have a width of their own).
+func ggufKeysFor(s *Spec) *keyNames {
+	k := ggufKeys(s.GGUFArch)
+	if s.GGUFArch == "qwen3moe" {
+		k.expertFF = "qwen3moe.expert_feed_forward_length"
+	}
+	return k
 }
 
 // keysFor returns the key names of a spec read from format "hf", "gqf" (config.json's keys)
 // or "gguf".
 func keysFor(format string, s *Spec) *keyNames {
 	if format == "gguf" {
-		return ggufKeys(s.GGUFArch)
+		return ggufKeysFor(s)
 	}
-	return hfKeys
+	return hfKeysFor(s)
 }
 
 // validate checks the internal consistency of a spec and the range of every value, naming
@@ -109,6 +132,7 @@ func (s *Spec) validate(k *keyNames) error {
 			bad(key, "%g rounds to 0 in float32", v)
 		}
 	}
+	s.validateMoE(k, bad)
 	f32(k.eps, s.RMSEps, 0, false, 1)
 	f32(k.theta, s.RopeTheta, 0, false, 0)
 	if sc := s.RopeScaling; sc != nil {
@@ -236,8 +260,8 @@ func CheckStored(s *Spec, fam Family, format, where string, tensors []Stored) er
 	}
 	stored := func(r Role) (string, []int, bool) {
 		t, ok := ref[r]
-		if !ok || (format == "hf" && t.SrcShape != nil) {
-			return "", nil, false // absent, or cut from a fused tensor (checked whole by the caller)
+		if !ok || (format == "hf" && (t.SrcShape != nil || t.Parts != nil)) {
+			return "", nil, false // absent, or cut from a fused tensor or stacked from parts (checked by the caller)
 		}
 		n := name(t)
 		sh, ok := shapes[n]
@@ -271,6 +295,23 @@ func CheckStored(s *Spec, fam Family, format, where string, tensors []Stored) er
 	}
 	if n, sh, ok := stored(FFNGate); ok && len(sh) == 2 && sh[0] != s.Intermediate {
 		bad("%s: %d, but %s has %d rows", k.intermediate, s.Intermediate, n, sh[0])
+	}
+	if n, sh, ok := stored(FFNGateInp); ok && len(sh) == 2 && sh[0] != s.Experts {
+		bad("%s: %d, but %s has %d rows", k.experts, s.Experts, n, sh[0])
+	}
+	if t, ok := ref[FFNGateExps]; ok { // the stack in GGUF, expert 0's matrix in HF
+		n, want := name(t), t.Shape
+		if format == "hf" {
+			n, want = t.Parts[0], t.Shape[1:]
+		}
+		if sh, ok := shapes[n]; ok && len(sh) == len(want) {
+			if len(sh) == 3 && sh[0] != s.Experts {
+				bad("%s: %d, but %s holds %d experts", k.experts, s.Experts, n, sh[0])
+			}
+			if sh[len(sh)-2] != s.ExpertFF {
+				bad("%s: %d, but %s has %d rows per expert", k.expertFF, s.ExpertFF, n, sh[len(sh)-2])
+			}
+		}
 	}
 
 	// GGUF: llama.cpp refuses a file with tensors its model does not have (its loader

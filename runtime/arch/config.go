@@ -451,7 +451,7 @@ func finishGGUF(s *Spec, g *ggufReader) (*Spec, error) {
 	if len(g.err) > 0 {
 		return nil, fmt.Errorf("%s", joinProblems(g.err))
 	}
-	if err := s.validate(ggufKeys(s.GGUFArch)); err != nil {
+	if err := s.validate(ggufKeysFor(s)); err != nil {
 		return nil, err
 	}
 	return s, nil

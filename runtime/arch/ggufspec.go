@@ -30,6 +30,9 @@ func SpecFromGGUFFile(f *gguf.SplitFile) (Family, *Spec, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if fam, err = ForSpec(spec); err != nil { // a llama file with experts: Mixtral
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
 	_, hasOutput := f.TensorIndex(string(Output))
 	spec.Tied = !hasOutput
 	if _, fused := f.TensorIndex("blk.0.attn_qkv.weight"); fused && spec.Family == "phi3" {

@@ -24,3 +24,12 @@ func SpecFromGQF(m *gqf.Manifest) (Family, *Spec, error) {
 	}
 	return fam, spec, nil
 }
+
+// CheckGQF refuses a model that has no gqf (and so no ONNX) form: a mixture of experts, whose
+// routing the primitive graph cannot express. Convert such a model to GGUF.
+func CheckGQF(s *Spec) error {
+	if s.Experts > 0 {
+		return fmt.Errorf("%s: a mixture of experts (%d experts) has no gqf or ONNX form: convert it to GGUF", s.HFArch, s.Experts)
+	}
+	return nil
+}

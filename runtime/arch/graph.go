@@ -32,6 +32,17 @@ import (
 //	geglu      gelu_tanh(gate)·up, gelu_tanh(g) = g·sigmoid(2·√(2/π)·(g + 0.044715·g³)) (the
 //	           tanh approximation written with a sigmoid: 0.5·(1 + tanh(z)) = sigmoid(2z))
 //	softcap    Cap·tanh(x/Cap) (Gemma 2's final logits)
+//	moe        a routed mixture of SwiGLU experts (Mixtral, Qwen3-MoE). In = x, r: r is the
+//	           router's logits over the Experts experts (a linear node over x, ffn_gate_inp).
+//	           p = softmax(r) (to float32 precision); the Used experts of the highest p (the
+//	           lower index first among equal ones) are the token's; w_k = p of the k-th,
+//	           divided by their sum (clamped below at 2⁻¹⁴, as llama.cpp does) when Norm is
+//	           set; the value is Σ_k w_k·down_k(silu(gate_k·x)·up_k·x), summed over the
+//	           experts in index order, where gate_k, up_k and down_k are the k-th expert's
+//	           matrices of the stacks GateExps, UpExps and DownExps (Inner rows for gate and
+//	           up). Each expert reads the rows of the tokens routed to it only (ExpertWeight
+//	           names their inputs to the hooks), so a token reads the weights of its Used
+//	           experts, not all Experts
 //
 // mask is 0 for a visible position and Graph.Mask for the others: a position is visible when
 // it is at or before the token's own and, for an attention node with a Window, less than
@@ -55,6 +66,7 @@ const (
 	OpSwiGLU    Op = "swiglu"
 	OpGeGLU     Op = "geglu"
 	OpSoftcap   Op = "softcap"
+	OpMoE       Op = "moe"
 )
 
 // MaskValue is the default mask, added to the attention scores of positions after a token's
@@ -108,6 +120,11 @@ type Node struct {
 	Window int
 	// Rope is a rope node's table in Graph.Ropes.
 	Rope int
+	// A moe node's expert stacks (GGUF names), its count of experts, the experts each token
+	// uses, their width and whether their weights are renormalized (see the semantics).
+	GateExps, UpExps, DownExps string
+	Experts, Used, Inner       int
+	Norm                       bool
 }
 
 // RopeTable is one set of rotary frequencies: the base, the rope scaling folded into the
@@ -249,7 +266,8 @@ func (g *Graph) SharedInputs() map[string]string {
 // ModelGraph returns the graph of a model of this spec: the Llama layout, with Qwen2's q, k
 // and v biases, the per-head q and k norms of Qwen3 and Gemma 3, and Gemma's scaled
 // embedding, GeGLU, post-norms, soft-capping and sliding windows, Phi-3's fused gate_up and
-// partial rotary where the spec has them.
+// partial rotary, and the routed experts of Mixtral and Qwen3-MoE (a linear router, then a
+// moe node) where the spec has them.
 func ModelGraph(s *Spec) *Graph {
 	g := &Graph{Spec: s, Output: "logits", Mask: MaskValue, Ropes: Ropes(s)}
 	add := func(n Node) string {
@@ -297,6 +315,14 @@ func ModelGraph(s *Spec) *Graph {
 		}
 		x = add(Node{Op: OpAdd, Name: p + "ffn_inp", Inputs: []string{x, o}, Layer: l, Dim: s.Hidden})
 		fn := add(Node{Op: OpRMSNorm, Name: p + "ffn_norm", Inputs: []string{x}, Weight: w(FFNNorm), Layer: l, Dim: s.Hidden})
+		if s.Experts > 0 {
+			r := add(Node{Op: OpLinear, Name: p + "ffn_gate_inp", Inputs: []string{fn}, Weight: w(FFNGateInp), Layer: l, Dim: s.Experts})
+			moe := add(Node{Op: OpMoE, Name: p + "ffn_moe", Inputs: []string{fn, r}, Layer: l, Dim: s.Hidden,
+				GateExps: w(FFNGateExps), UpExps: w(FFNUpExps), DownExps: w(FFNDownExps),
+				Experts: s.Experts, Used: s.ExpertsUsed, Inner: s.ExpertFF, Norm: s.NormTopK})
+			x = add(Node{Op: OpAdd, Name: p + "out", Inputs: []string{x, moe}, Layer: l, Dim: s.Hidden})
+			continue
+		}
 		var act string
 		if s.FusedGateUp {
 			up := add(Node{Op: OpLinear, Name: p + "ffn_up", Inputs: []string{fn}, Weight: w(FFNUp), Layer: l, Dim: 2 * s.Intermediate})

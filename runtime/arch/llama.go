@@ -26,8 +26,14 @@ func (llamaFamily) SpecFromHF(cfg map[string]any) (*Spec, error) {
 	return finish(s, r)
 }
 
+// SpecFromGGUF reads a llama file: a Mixtral spec (family "mixtral") when llama.expert_count
+// is above 1, as llama.cpp's llama model then has experts.
 func (llamaFamily) SpecFromGGUF(get func(string) (any, bool)) (*Spec, error) {
 	s, g := commonSpecGGUF(get, "llama", "llama")
+	if n, ok := g.count("llama.expert_count"); ok && n > 1 {
+		s.Family = "mixtral"
+		moeSpecGGUF(s, g)
+	}
 	return finishGGUF(s, g)
 }
 
@@ -52,7 +58,8 @@ func ignoredCommon(name string) (string, bool) {
 }
 
 // llamaLikeTensors lists the tensors of the Llama layout, with optional Qwen extras taken from
-// the spec (QKVBias, QKNorm). permute says whether q/k rows change RoPE layout.
+// the spec (QKVBias, QKNorm) and the experts of Mixtral and Qwen3-MoE (Experts). permute says
+// whether q/k rows change RoPE layout.
 func llamaLikeTensors(s *Spec, permute bool) []Tensor {
 	var out []Tensor
 	g := func(role Role, hf string, shape ...int) {
@@ -87,6 +94,10 @@ func llamaLikeTensors(s *Spec, permute bool) []Tensor {
 		}
 		add(AttnOut, "self_attn.o_proj.weight", NoTransform, s.Hidden, q)
 		add(FFNNorm, "post_attention_layernorm.weight", NoTransform, s.Hidden)
+		if s.Experts > 0 {
+			out = append(out, moeTensors(s, l, p)...)
+			continue
+		}
 		add(FFNGate, "mlp.gate_proj.weight", NoTransform, s.Intermediate, s.Hidden)
 		add(FFNUp, "mlp.up_proj.weight", NoTransform, s.Intermediate, s.Hidden)
 		add(FFNDown, "mlp.down_proj.weight", NoTransform, s.Hidden, s.Intermediate)

@@ -141,6 +141,9 @@ func (g *Graph) Lower(L int) (*Lowered, error) {
 // LowerKV describes, over a KV cache for the layers of one part.
 func (g *Graph) lower(L int, kv *KVOptions) (*Lowered, error) {
 	s := g.Spec
+	if err := CheckGQF(s); err != nil {
+		return nil, err
+	}
 	b := &lowerer{g: &gqf.Graph{Name: "decoder", MaxLen: uint32(L)}, shapes: map[string][]int64{}, point: map[string]string{}}
 	l64, hd := int64(L), int64(s.HeadDim)
 	eps := attrFloat("epsilon", float32(s.RMSEps))

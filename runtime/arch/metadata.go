@@ -50,6 +50,14 @@ func GGUFMetadata(s *Spec) []gguf.KV {
 			// carried by the rope_freqs tensor
 		}
 	}
+	if s.Experts > 0 { // TextModel.set_gguf_parameters; Qwen2MoeModel's expert width
+		kv = append(kv,
+			gguf.KV{Key: a + "expert_count", Value: uint32(s.Experts)},
+			gguf.KV{Key: a + "expert_used_count", Value: uint32(s.ExpertsUsed)})
+		if s.GGUFArch == "qwen3moe" {
+			kv = append(kv, gguf.KV{Key: a + "expert_feed_forward_length", Value: uint32(s.ExpertFF)})
+		}
+	}
 	switch s.GGUFArch {
 	case "gemma2":
 		kv = append(kv,
@@ -85,8 +93,12 @@ func GGUFMetadata(s *Spec) []gguf.KV {
 
 // CheckGGUF refuses a spec that llama.cpp would run otherwise than gquant does from its GGUF
 // metadata: what the keys cannot say (Gemma's query_pre_attn_scalar, which llama.cpp derives
-// from the layer count).
+// from the layer count; unnormalized expert weights, which llama.cpp's llama and qwen3moe
+// always renormalize).
 func CheckGGUF(s *Spec) error {
+	if s.Experts > 0 && !s.NormTopK {
+		return fmt.Errorf("norm_topk_prob: false, but llama.cpp's %s always renormalizes the routed experts' weights (GGUF has no key for it)", s.GGUFArch)
+	}
 	if s.QueryScalar > 0 && (s.GGUFArch == "gemma2" || s.GGUFArch == "gemma3") {
 		if want := llamaCppQueryScalar(s); s.QueryScalar != want {
 			return fmt.Errorf("query_pre_attn_scalar: %g, but llama.cpp's %s scales the scores by %g^-1/2 for a model of %d layers (GGUF has no key for it)",

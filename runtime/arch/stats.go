@@ -27,25 +27,26 @@ func TensorsDigest(ts []Tensor) string {
 // StoredTensors returns the tensors of a model of this spec that files store (rope_freqs,
 // generated from the config, excluded), in the order GGUF files hold them.
 func StoredTensors(spec *Spec) ([]Tensor, error) {
-	for _, f := range Families() {
-		if f.Name() == spec.Family {
-			var ts []Tensor
-			for _, t := range f.Tensors(spec) {
-				if !t.Generated {
-					ts = append(ts, t)
-				}
-			}
-			return ts, nil
+	f, err := ForSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	var ts []Tensor
+	for _, t := range f.Tensors(spec) {
+		if !t.Generated {
+			ts = append(ts, t)
 		}
 	}
-	return nil, fmt.Errorf("family %q is unknown", spec.Family)
+	return ts, nil
 }
 
 // StatsModel describes a model of this spec to its calibration statistics: its identity
 // (named name; the config digest is the caller's), the linear weights whose inputs are
 // observed, in model order, with their column counts and the weight whose input each shares
 // (Graph.SharedInputs: q for k and v, gate for up), the output last as "output.weight" (tied
-// or not; optional, as llama-imatrix leaves it out), and the points of the graph.
+// or not; optional, as llama-imatrix leaves it out), and the points of the graph. A mixture
+// of experts adds its router and, for every stack of expert matrices, each expert's matrix
+// (ExpertWeight: the rows routed to that expert; up shares expert e's gate input).
 func StatsModel(name string, spec *Spec) (stats.Model, error) {
 	ts, err := StoredTensors(spec)
 	if err != nil {
@@ -60,11 +61,23 @@ func StatsModel(name string, spec *Spec) (stats.Model, error) {
 	g := ModelGraph(spec)
 	shared := g.SharedInputs()
 	for _, t := range ts {
-		if !t.Ref.Role.IsLinear() {
+		if !t.Ref.Role.IsLinear() && t.Ref.Role != FFNGateInp {
 			continue
 		}
 		name := t.Ref.GGUFName()
-		m.Weights = append(m.Weights, stats.Weight{Name: name, Cols: t.Shape[len(t.Shape)-1], Leader: shared[name]})
+		cols := t.Shape[len(t.Shape)-1]
+		if !t.Ref.Role.IsExperts() {
+			m.Weights = append(m.Weights, stats.Weight{Name: name, Cols: cols, Leader: shared[name]})
+			continue
+		}
+		gate := TensorRef{Role: FFNGateExps, Layer: t.Ref.Layer}.GGUFName()
+		for e := 0; e < spec.Experts; e++ {
+			w := stats.Weight{Name: ExpertWeight(name, e), Cols: cols}
+			if t.Ref.Role == FFNUpExps {
+				w.Leader = ExpertWeight(gate, e)
+			}
+			m.Weights = append(m.Weights, w)
+		}
 	}
 	m.Weights = append(m.Weights, stats.Weight{Name: string(Output), Cols: spec.Hidden, Optional: true})
 	m.Points = g.Points()

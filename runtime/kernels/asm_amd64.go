@@ -244,3 +244,78 @@ func amxBuildBQ3_K(dst, src *byte, stride, groups int)
 
 //go:noescape
 func amxBuildBIQ4_XS(dst, src *byte, stride, groups int)
+
+// The i-quant and ternary kernels (gemv_iq_amd64.s, gemm_iq_amd64.s). IQ2_XXS, IQ2_XS and
+// IQ2_S share one packed layout and so one kernel, as do IQ1_S and IQ1_M, and TQ1_0 and TQ2_0.
+
+// iqLUT returns the VPSHUFB table of an i-quant's packed codes (pack.go): code c (the
+// magnitude's rank) maps to magnitude + 64, c + plus (the value's sign bit) to 64 − magnitude;
+// entries past the codes are 64 (value 0).
+func iqLUT(mags []int, plus int) (t [16]byte) {
+	for i := range t {
+		t[i] = 64
+	}
+	for c, v := range mags {
+		t[c], t[c+plus] = byte(64+v), byte(64-v)
+	}
+	return t
+}
+
+var (
+	iq2LUT    = iqLUT(iq2Magnitudes, 4)
+	iq3XXSLUT = iqLUT(iq3XXSMagnitudes, 8)
+	iq3SLUT   = iqLUT(iq3SMagnitudes, 8)
+	// iq1LUT maps IQ1's code c (grid value + 1) to 8·(c−1) + 1 + 16, c + 4 (a negative
+	// delta) to 8·(c−1) − 1 + 16: eight times the value, so that the ±1/8 delta is an integer.
+	iq1LUT = func() (t [16]byte) {
+		for c := 0; c < 3; c++ {
+			t[c], t[c+4] = byte(8*(c-1)+1+16), byte(8*(c-1)-1+16)
+		}
+		return t
+	}()
+)
+
+//go:noescape
+func gemvIQ2(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemvIQ1(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemvIQ3_XXS(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemvIQ3_S(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemvTQ(y *float32, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmIQ2x8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmIQ2x4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmIQ1x8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmIQ1x4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmIQ3XXSx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmIQ3XXSx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmIQ3Sx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmIQ3Sx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmTQx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+//go:noescape
+func gemmTQx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)

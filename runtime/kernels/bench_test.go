@@ -134,7 +134,7 @@ func BenchmarkPoolRun(b *testing.B) {
 // shape with the weights in cache, and reports how many times faster the batch is.
 func BenchmarkGEMMSpeedup(b *testing.B) {
 	const nTok, rows, cols = 64, 3072, 1024
-	for _, wt := range []WType{Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS} {
+	for _, wt := range []WType{Q8_0, Q4_0, Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ2_XXS, IQ3_S, IQ1_M, TQ2_0} {
 		b.Run(wt.String(), func(b *testing.B) {
 			m := benchMatrices(b, wt, rows, cols)[0]
 			m.Pack()
@@ -156,6 +156,66 @@ func BenchmarkGEMMSpeedup(b *testing.B) {
 			}
 			b.ReportMetric(float64(single)/float64(batch), "speedup")
 		})
+	}
+}
+
+// BenchmarkIQMatVec measures decode (one token) with the i-quant and ternary types on
+// Qwen3-0.6B's projection shapes (down 1024×3072, gate/up 3072×1024, q 2048×1024), the weights
+// streamed from memory, beside the Q4_K product of the same shape and implementation in the
+// same run: GB/s of the ggml bytes (the file's), tok/s, x_q4_k = Q4_K's time over the type's,
+// and best_us, the fastest single product. Only the assembly implementations run where there are some (generic Go takes about
+// 60 times as long). llama.cpp's speed is measured outside Go: llama-bench against gquant
+// bench on a GGUF of each type (the commit that added these kernels gives the commands).
+//
+//	go test -run - -bench 'IQMatVec' -benchtime 300x ./runtime/kernels/
+func BenchmarkIQMatVec(b *testing.B) {
+	impls := Impls()
+	if len(impls) > 1 {
+		impls = impls[:len(impls)-1]
+	}
+	for _, sh := range []struct{ rows, cols int }{{1024, 3072}, {3072, 1024}, {2048, 1024}} {
+		var q4 []*Matrix
+		for _, wt := range []WType{IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0} {
+			var ms []*Matrix
+			for _, impl := range impls {
+				b.Run(fmt.Sprintf("%v/%dx%d/%s", wt, sh.rows, sh.cols, impl), func(b *testing.B) {
+					if ms == nil {
+						ms = benchMatrices(b, wt, sh.rows, sh.cols)
+					}
+					if q4 == nil {
+						q4 = benchMatrices(b, Q4_K, sh.rows, sh.cols)
+					}
+					restore, _ := SetImpl(impl)
+					defer restore()
+					x := make([]float32, sh.cols)
+					for i := range x {
+						x[i] = float32(i%7) - 3
+					}
+					y := make([]float32, sh.rows)
+					var s Scratch
+					for _, m := range append(ms, q4...) {
+						m.Mode = ActQuant
+						m.Pack()
+					}
+					var tg, tq time.Duration
+					best := time.Hour
+					for i := 0; b.Loop(); i++ {
+						t0 := time.Now()
+						ms[i%len(ms)].MatVec(y, x, 0, sh.rows, &s)
+						t1 := time.Now()
+						q4[i%len(q4)].MatVec(y, x, 0, sh.rows, &s)
+						tg, tq = tg+t1.Sub(t0), tq+time.Since(t1)
+						best = min(best, t1.Sub(t0))
+					}
+					n := float64(b.N)
+					b.ReportMetric(float64(len(ms[0].Data))*n/tg.Seconds()/1e9, "GB/s")
+					b.ReportMetric(n/tg.Seconds(), "tok/s")
+					b.ReportMetric(float64(tq)/float64(tg), "x_q4_k")
+					// The fastest product: the least disturbed by other processes on a shared machine.
+					b.ReportMetric(float64(best.Nanoseconds())/1e3, "best_us")
+				})
+			}
+		}
 	}
 }
 

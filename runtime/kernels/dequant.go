@@ -193,6 +193,8 @@ func dequantRow(t WType, dst []float32, src []byte) {
 				}
 			}
 		}
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0:
+		dequantIQ(t, dst, src)
 	default:
 		panic("kernels: dequantRow: unsupported type " + t.String())
 	}

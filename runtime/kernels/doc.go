@@ -11,8 +11,9 @@
 //     (W4A16-style).
 //   - ActQuant: the activations are first converted exactly as llama.cpp's CPU backend converts
 //     them for that weight type (its vec_dot_type): Q8_0 blocks for Q4_0, Q5_0, Q8_0 and IQ4_NL;
-//     Q8_1 blocks for Q4_1 and Q5_1; Q8_K super-blocks for Q4_K, Q5_K, Q6_K, Q2_K, Q3_K and
-//     IQ4_XS; fp16 or bf16 rounding for F16 and BF16 weights. The block products are then
+//     Q8_1 blocks for Q4_1 and Q5_1; Q8_K super-blocks for Q4_K, Q5_K, Q6_K, Q2_K, Q3_K,
+//     IQ4_XS, the i-quants on a grid (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) and
+//     the ternary types (TQ1_0, TQ2_0); fp16 or bf16 rounding for F16 and BF16 weights. The block products are then
 //     integer dot products, so the result equals llama.cpp's up to the order of float
 //     additions (W4A8-style).
 //
@@ -52,12 +53,25 @@
 // and IQ4_XS (B tiles built from the packed copy in assembly, amx_buildb_amd64.s), but by
 // default only the batches for which the tiles measured faster than avx512vnni use them
 // (amxTileTokens: Q4_0, IQ4_NL, Q5_0 and Q8_0 from 512 tokens; the K-quants never, their
-// tiles being no faster; BenchmarkAMXSpeedup measures it). The "amx" implementation is never
-// meant to be slower than "avx512vnni" on a product it handles.
+// tiles being no faster; BenchmarkAMXSpeedup measures it); the i-quants and ternary types have
+// no tile kernels and run avx512vnni's. The "amx" implementation is never meant to be slower
+// than "avx512vnni" on a product it handles.
 //
 // Q2_K, Q3_K and IQ4_XS (llama.cpp's Q2_K, Q3_K_* and IQ4_XS files): generic Go ports of
 // ggml's *_generic dot products, and AVX-512 GEMV and GEMM kernels in the K-quant layout (no
 // float-activation assembly yet).
+//
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0 and TQ2_0 (llama.cpp's i-quant
+// and ternary files): generic Go ports of ggml's dequantize_row_* and
+// ggml_vec_dot_*_q8_K_generic on formats/gguf's grids (iquant.go), and AVX-512 GEMV and GEMM
+// kernels (gemv_iq_amd64.s, gemm_iq_amd64.s) over a packed copy whose grid points are decoded
+// at Pack time into the K-quant lanes (pack.go): 2-bit codes plus one bit plane for IQ2_* and
+// IQ1_* (116 bytes per 256 weights), a nibble per value for IQ3_* (148), 2-bit trits for TQ*_0
+// (66, a TQ2_0 block's size). A step of 64 values is then a shift, a mask, a masked add from
+// the bit plane and one VPSHUFB before VPDPBUSD; the per-lane integer sums, exact, are scaled
+// as ggml's (sub-block scale 2s+1, IQ1's ±1/8 delta as an eighth), then d·d_a in float. No
+// float-activation assembly for them (the runtime widens them to F32 in that mode where
+// quantize can decode them). BenchmarkIQMatVec measures their decode beside Q4_K's.
 //
 // gqf integer weights (group.go): NewGroupMatrix packs gqf's int4 groups (G = 16 … 256,
 // asymmetric with uint8 zero points or symmetric, LPBQ included once its scales are multiplied

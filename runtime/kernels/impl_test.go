@@ -36,7 +36,7 @@ func TestKernelsEnv(t *testing.T) {
 // TestAccelerated checks the report the runtime uses to decide what to widen to F32: the
 // generic implementation accelerates nothing; the assembly one accelerates the float types
 // in both modes, Q3_K with quantized activations (GEMV/GEMM kernels) but not with float ones
-// (no float-activation kernel for it), and Q4_K in both.
+// (no float-activation kernel for it), and Q4_K in both; the i-quants and ternary types as Q3_K.
 func TestAccelerated(t *testing.T) {
 	for _, name := range Impls() {
 		restore, _ := SetImpl(name)
@@ -47,6 +47,7 @@ func TestAccelerated(t *testing.T) {
 		}{
 			{F32, ActDefault, true}, {BF16, ActQuant, true}, {Q3_K, ActDefault, true},
 			{Q3_K, ActQuant, true}, {Q3_K, ActFloat, false}, {Q4_K, ActFloat, true}, {WType(99), ActDefault, false},
+			{IQ2_XXS, ActDefault, true}, {IQ1_M, ActQuant, true}, {IQ3_S, ActFloat, false}, {TQ1_0, ActQuant, true},
 		} {
 			if got, want := Accelerated(c.t, c.mode), c.asm && name != "generic"; got != want {
 				t.Errorf("%s: Accelerated(%v, %v) = %v, want %v", name, c.t, c.mode, got, want)

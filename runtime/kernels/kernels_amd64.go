@@ -83,6 +83,11 @@ var gemmKernels = map[WType]struct{ x8, x4 gKernel }{
 	Q2_K:   {gemmQ2_Kx8, gemmQ2_Kx4},
 	Q3_K:   {gemmQ3_Kx8, gemmQ3_Kx4},
 	IQ4_XS: {gemmIQ4_XSx8, gemmIQ4_XSx4},
+
+	IQ2_XXS: {gemmIQ2x8, gemmIQ2x4}, IQ2_XS: {gemmIQ2x8, gemmIQ2x4}, IQ2_S: {gemmIQ2x8, gemmIQ2x4},
+	IQ1_S: {gemmIQ1x8, gemmIQ1x4}, IQ1_M: {gemmIQ1x8, gemmIQ1x4},
+	IQ3_XXS: {gemmIQ3XXSx8, gemmIQ3XXSx4}, IQ3_S: {gemmIQ3Sx8, gemmIQ3Sx4},
+	TQ1_0: {gemmTQx8, gemmTQx4}, TQ2_0: {gemmTQx8, gemmTQx4},
 }
 
 // gemmRowBlock is how many rows a multi-token product runs through every token tile before
@@ -93,6 +98,8 @@ var qKernels = map[WType]qKernel{
 	Q4_0: gemvQ4_0, IQ4_NL: gemvIQ4_NL, Q4_1: gemvQ4_1, Q5_0: gemvQ5_0, Q5_1: gemvQ5_1,
 	Q8_0: gemvQ8_0, Q4_K: gemvQ4_K, Q5_K: gemvQ5_K, Q6_K: gemvQ6_K,
 	Q2_K: gemvQ2_K, Q3_K: gemvQ3_K, IQ4_XS: gemvIQ4_XS,
+	IQ2_XXS: gemvIQ2, IQ2_XS: gemvIQ2, IQ2_S: gemvIQ2, IQ1_S: gemvIQ1, IQ1_M: gemvIQ1,
+	IQ3_XXS: gemvIQ3_XXS, IQ3_S: gemvIQ3_S, TQ1_0: gemvTQ, TQ2_0: gemvTQ,
 }
 
 // rowTile is how many rows a multi-token product handles before moving to the next token, so

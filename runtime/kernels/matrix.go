@@ -105,7 +105,7 @@ func (m *Matrix) actKind() actKind {
 		return actQ8_0
 	case Q4_1, Q5_1:
 		return actQ8_1
-	case Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS:
+	case Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0:
 		return actQ8_K
 	}
 	return actF32
@@ -402,6 +402,24 @@ func genericMul(m *Matrix, Y []float32, a *Acts, r0, r1 int) {
 			case IQ4_XS:
 				nb := cols / 256
 				v = dotIQ4XSQ8K(w, q, a.d[t*nb:(t+1)*nb])
+			case IQ2_XXS, IQ2_XS, IQ2_S:
+				nb := cols / 256
+				v = dotIQ2Q8K(m.Type, w, q, a.d[t*nb:(t+1)*nb])
+			case IQ3_XXS:
+				nb := cols / 256
+				v = dotIQ3XXSQ8K(w, q, a.d[t*nb:(t+1)*nb])
+			case IQ3_S:
+				nb := cols / 256
+				v = dotIQ3SQ8K(w, q, a.d[t*nb:(t+1)*nb])
+			case IQ1_S, IQ1_M:
+				nb := cols / 256
+				v = dotIQ1Q8K(m.Type, w, q, a.d[t*nb:(t+1)*nb], a.bsums[16*t*nb:16*(t+1)*nb])
+			case TQ1_0:
+				nb := cols / 256
+				v = dotTQ1Q8K(w, q, a.d[t*nb:(t+1)*nb])
+			case TQ2_0:
+				nb := cols / 256
+				v = dotTQ2Q8K(w, q, a.d[t*nb:(t+1)*nb])
 			}
 			Y[t*rows+r] = v
 		}

@@ -2,7 +2,10 @@ package kernels
 
 import (
 	"encoding/binary"
+	"math"
 	"unsafe"
+
+	"github.com/gquant/gquant/formats/gguf"
 )
 
 // Repacked ("interleaved") layouts read by the assembly kernels.
@@ -32,6 +35,12 @@ import (
 //	Q3_K          nibbles[128] sc[16]i8 d                    146 (ggml: 110)
 //	IQ4_XS        nibbles[128] sc[16]i8 d                    146 (ggml: 136)
 //
+//	IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M
+//	              crumbs[64] plane[4]u64 ls[16] d f32          116 (ggml: 66, 74, 82, 50, 56)
+//	IQ3_XXS, IQ3_S
+//	              nibbles[128] ls[16] d f32                    148 (ggml: 98, 110)
+//	TQ1_0, TQ2_0  crumbs[64] d f16                              66 (ggml: 54, 66)
+//
 // hi[s] has bit 4j+b set when the value at step s, byte 4j+b has its bit 4 set (the fifth bit);
 // hi2 byte 4j+b holds in bits 2s, 2s+1 bits 4-5 of the value at step s. Q4_0 and IQ4_NL keep
 // their 0..15 codes, Q5_0 its 0..31 codes (the −8/−16 offset and IQ4_NL's table are applied in
@@ -40,6 +49,18 @@ import (
 // and min; Q3_K: the 6-bit scale minus 32); Q3_K's codes are 0..7 (the two low bits plus 4
 // when the hmask bit is set; value = code − 4); IQ4_XS keeps its 0..15 codebook indices, its
 // lanes 2j and 2j+1 sharing sub-block j's scale (minus 32).
+//
+// The i-quants on a grid and the ternary types are repacked with their grid points decoded:
+// a value is a small unsigned code and, for the grid types, one more bit. crumbs byte 4j+b
+// holds in bits 2s, 2s+1 the code at step s; plane[s] has bit 4j+b set when the value at step s,
+// byte 4j+b has its bit. IQ2_*: the code is the grid magnitude's rank in {8, 25, 43}, the bit
+// its sign; IQ1_*: the code is grid value + 1 (0..2), the bit a negative delta. IQ3_*: a nibble
+// per value, the magnitude's rank among the grid's 8 values plus 8 for a minus sign. TQ*_0: the
+// trit (0..2, value − 1). ls is each lane's integer sub-block scale (2s+1: lanes of 32-element
+// sub-blocks repeat it), d the super-block scale as float32 with the type's constant factor
+// (1/8 for IQ2_* and IQ1_*, 1/4 for IQ3_XXS) folded in: exact, a power of two (TQ*_0 keep
+// their fp16 d, so that a group is as long as a TQ2_0 block). The kernels map codes to
+// values + 64 (IQ1: 8·value ± 1 + 16) with one VPSHUFB table (iqLUT).
 
 // packed is a repacked copy of a matrix.
 type packed struct {
@@ -72,6 +93,12 @@ func groupBytes(t WType) (bytes, lane int) {
 		return 164, 16
 	case Q3_K, IQ4_XS:
 		return 146, 16
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M:
+		return 116, 16
+	case IQ3_XXS, IQ3_S:
+		return 148, 16
+	case TQ1_0, TQ2_0:
+		return 66, 16
 	}
 	return 0, 0
 }
@@ -100,6 +127,10 @@ func packMatrix(m *Matrix) *packed {
 // one row's padded length.
 func packRow(t WType, dst, src []byte, cols int, vals []uint8) {
 	clear(dst)
+	if iqPacked(t) {
+		packIQRow(t, dst, src)
+		return
+	}
 	clear(vals)
 	gb, lane := groupBytes(t)
 	groups := len(dst) / gb
@@ -367,4 +398,184 @@ func putWord(dst []byte, o int, src []int8, i int) {
 	_ = src[i+3]
 	_ = dst[o+3]
 	*(*uint32)(unsafe.Pointer(&dst[o])) = *(*uint32)(unsafe.Pointer(&src[i]))
+}
+
+// iqPacked reports whether t is one of the types with decoded grid points in the packed form.
+func iqPacked(t WType) bool {
+	switch t {
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, IQ3_XXS, IQ3_S, TQ1_0, TQ2_0:
+		return true
+	}
+	return false
+}
+
+// iqMagnitudes returns the distinct byte values of a grid (ascending): IQ2_* {8, 25, 43},
+// IQ3_XXS and IQ3_S eight each. The packed codes are ranks in this list.
+func iqMagnitudes[T uint32 | uint64](grid []T, width int) []int {
+	var seen [256]bool
+	for _, g := range grid {
+		for j := 0; j < width; j++ {
+			seen[uint8(g>>(8*j))] = true
+		}
+	}
+	var v []int
+	for b, ok := range seen {
+		if ok {
+			v = append(v, b)
+		}
+	}
+	return v
+}
+
+var (
+	iq2Magnitudes    = iqMagnitudes(gguf.IQ2XXSGrid[:], 8) // the same for IQ2_XS and IQ2_S
+	iq3XXSMagnitudes = iqMagnitudes(gguf.IQ3XXSGrid[:], 4)
+	iq3SMagnitudes   = iqMagnitudes(gguf.IQ3SGrid[:], 4)
+)
+
+// rankOf maps each byte value of mags to its rank.
+func rankOf(mags []int) *[256]uint8 {
+	var r [256]uint8
+	for i, v := range mags {
+		r[v] = uint8(i)
+	}
+	return &r
+}
+
+var iq2Rank, iq3XXSRank, iq3SRank = rankOf(iq2Magnitudes), rankOf(iq3XXSMagnitudes), rankOf(iq3SMagnitudes)
+
+// packIQRow repacks one row of an i-quant or ternary type (one group per super-block).
+func packIQRow(t WType, dst, src []byte) {
+	gb, _ := groupBytes(t)
+	bs := t.TypeSize()
+	var code, bit [256]uint8
+	var ls [16]uint8
+	for g := 0; g < len(dst)/gb; g++ {
+		out := dst[g*gb : (g+1)*gb]
+		d := iqBlockCodes(t, src[g*bs:(g+1)*bs], &code, &bit, &ls)
+		for e := 0; e < 256; e++ {
+			i := ilIndex(e, 16)
+			s, pos := i/64, i%64
+			switch t {
+			case IQ3_XXS, IQ3_S:
+				out[64*(s/2)+pos] |= (code[e] | bit[e]<<3) << (4 * (s % 2))
+			default:
+				out[pos] |= code[e] << (2 * s)
+				if bit[e] != 0 {
+					out[64+8*s+pos/8] |= 1 << (pos % 8)
+				}
+			}
+		}
+		if t == TQ1_0 || t == TQ2_0 {
+			binary.LittleEndian.PutUint16(out[64:], f32ToF16(d)) // exact: d came from an fp16
+			continue
+		}
+		copy(out[gb-20:], ls[:])
+		binary.LittleEndian.PutUint32(out[gb-4:], math.Float32bits(d))
+	}
+}
+
+// iqBlockCodes decodes one block of t into the packed form's codes (pack.go's layout notes),
+// the bit of each value (sign or delta), the 16 lane scales, and returns the float32 scale
+// with the type's constant factor.
+func iqBlockCodes(t WType, blk []byte, code, bit *[256]uint8, ls *[16]uint8) float32 {
+	put8 := func(e0 int, grid uint64, rank *[256]uint8, signs uint8) {
+		for j := 0; j < 8; j++ {
+			code[e0+j], bit[e0+j] = rank[uint8(grid>>(8*j))], signs>>j&1
+		}
+	}
+	put4 := func(e0 int, grid uint32, rank *[256]uint8, signs uint8) {
+		for j := 0; j < 4; j++ {
+			code[e0+j], bit[e0+j] = rank[uint8(grid>>(8*j))], signs>>j&1
+		}
+	}
+	switch t {
+	case IQ2_XXS:
+		for ib := 0; ib < 8; ib++ {
+			aux1 := le32(blk[6+8*ib:])
+			ls[2*ib], ls[2*ib+1] = uint8(2*(aux1>>28)+1), uint8(2*(aux1>>28)+1)
+			for l := 0; l < 4; l++ {
+				put8(32*ib+8*l, gguf.IQ2XXSGrid[blk[2+8*ib+l]], iq2Rank, gguf.KSignsIQ2XS[aux1>>(7*l)&127])
+			}
+		}
+		return f16ToF32(le16(blk)) * 0.125
+	case IQ2_XS, IQ2_S:
+		for ib := 0; ib < 8; ib++ {
+			sc := blk[66+ib]
+			if t == IQ2_S {
+				sc = blk[74+ib]
+			}
+			ls[2*ib], ls[2*ib+1] = 2*(sc&15)+1, 2*(sc>>4)+1
+			for l := 0; l < 4; l++ {
+				if t == IQ2_XS {
+					v := le16(blk[2+8*ib+2*l:])
+					put8(32*ib+8*l, gguf.IQ2XSGrid[v&511], iq2Rank, gguf.KSignsIQ2XS[v>>9])
+				} else {
+					put8(32*ib+8*l, gguf.IQ2SGrid[iq2sIndex(blk, ib, l)], iq2Rank, blk[34+4*ib+l])
+				}
+			}
+		}
+		return f16ToF32(le16(blk)) * 0.125
+	case IQ3_XXS:
+		for ib := 0; ib < 8; ib++ {
+			aux := le32(blk[66+4*ib:])
+			ls[2*ib], ls[2*ib+1] = uint8(2*(aux>>28)+1), uint8(2*(aux>>28)+1)
+			for l := 0; l < 4; l++ {
+				signs := gguf.KSignsIQ2XS[aux>>(7*l)&127]
+				put4(32*ib+8*l, gguf.IQ3XXSGrid[blk[2+8*ib+2*l]], iq3XXSRank, signs)
+				put4(32*ib+8*l+4, gguf.IQ3XXSGrid[blk[2+8*ib+2*l+1]], iq3XXSRank, signs>>4)
+			}
+		}
+		return f16ToF32(le16(blk)) * 0.25
+	case IQ3_S:
+		for ib := 0; ib < 8; ib++ {
+			s := 2*(blk[106+ib/2]>>(4*(ib%2))&15) + 1
+			ls[2*ib], ls[2*ib+1] = s, s
+			for l := 0; l < 4; l++ {
+				signs := blk[74+4*ib+l]
+				put4(32*ib+8*l, gguf.IQ3SGrid[iq3sIndex(blk, ib, l, 0)], iq3SRank, signs)
+				put4(32*ib+8*l+4, gguf.IQ3SGrid[iq3sIndex(blk, ib, l, 1)], iq3SRank, signs>>4)
+			}
+		}
+		return f16ToF32(le16(blk))
+	case IQ1_S, IQ1_M:
+		for ib := 0; ib < 8; ib++ {
+			for l := 0; l < 4; l++ {
+				var idx int
+				var neg bool
+				if t == IQ1_S {
+					var qh uint16
+					idx, qh = iq1sIndex(blk, ib, l)
+					neg = qh&0x8000 != 0
+					ls[2*ib+l/2] = uint8(2*(qh>>12&7) + 1)
+				} else {
+					idx, neg = iq1mIndex(blk, ib, l)
+					ls[2*ib+l/2] = uint8(iq1mLs(blk, ib, l/2))
+				}
+				grid := gguf.IQ1SGrid[idx]
+				for j := 0; j < 8; j++ {
+					code[32*ib+8*l+j] = uint8(int8(grid>>(8*j)) + 1)
+					bit[32*ib+8*l+j] = 0
+					if neg {
+						bit[32*ib+8*l+j] = 1
+					}
+				}
+			}
+		}
+		if t == IQ1_S {
+			return f16ToF32(le16(blk)) * 0.125
+		}
+		return f16ToF32(iq1mScale(blk)) * 0.125
+	case TQ1_0:
+		for e := range code {
+			code[e], bit[e] = uint8(tq1Code(blk, e)), 0
+		}
+		return f16ToF32(le16(blk[52:]))
+	case TQ2_0:
+		for e := range code {
+			code[e], bit[e] = blk[32*(e/128)+e%32]>>(2*(e%128/32))&3, 0
+		}
+		return f16ToF32(le16(blk[64:]))
+	}
+	panic("kernels: iqBlockCodes: " + t.String())
 }

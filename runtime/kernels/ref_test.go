@@ -9,6 +9,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/gquant/gquant/formats/gguf"
 )
 
 // refHalf decodes an IEEE binary16 in float64.
@@ -189,9 +191,121 @@ func refDecode(t WType, row []byte, cols int) []refElem {
 				out[256*b+e] = el
 			}
 		}
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0:
+		bs := t.TypeSize()
+		for b := 0; b < cols/256; b++ {
+			blk := row[b*bs : (b+1)*bs]
+			for e := 0; e < 256; e++ {
+				el := refIQElem(t, blk, e)
+				el.blockIdx = b
+				out[256*b+e] = el
+			}
+		}
 	}
 	return out
 }
+
+// refIQElem decodes element e of one block of an i-quant or ternary type, written from
+// ggml-common.h's block layouts and ggml-quants.c's dequantizers, element by element (the
+// grids are formats/gguf's tables). The codes are integers with a scale constant over 16
+// elements: the grid value with its sign, the IQ1 ones as 8·grid ± 1 (their delta is ±1/8).
+// Sub-block ib = e/32, group of 8 l = (e%32)/8, position j = e%8.
+//
+//	IQ2_XXS d qs[64]: group ib is 8 bytes: grid indices in bytes 0-3, then a u32 of four
+//	        7-bit sign fields (the eighth sign makes the count of minus signs even) and the
+//	        4-bit scale s in its top bits: value d·(2s+1)/8·grid.
+//	IQ2_XS  d qs[32]u16 (9-bit index, 7-bit sign field) scales[8] (a nibble per 16).
+//	IQ2_S   d qs[32] signs[32] qh[8] (2 index bits per group) scales[8] (a nibble per 16).
+//	IQ3_XXS d qs[64] (4-byte grid points, 2 per group) then 8 u32 as IQ2_XXS's: d·(2s+1)/4.
+//	IQ3_S   d qs[64] qh[8] (one index bit per grid point) signs[32] scales[4] (a nibble per
+//	        32): d·(2s+1).
+//	IQ1_S   d qs[32] qh[8]u16 (3 index bits per group, 3-bit scale s, delta sign in bit 15):
+//	        d·(2s+1)·(grid ± 1/8).
+//	IQ1_M   qs[32] qh[16] (a nibble per group: 3 index bits, delta sign) scales[4]u16 (3-bit
+//	        scales per 16 in bits 0-11, the fp16 d in their top nibbles, low word first).
+//	TQ1_0   qs[48] qh[4] d: base-3 digits, digit n of byte q = ((q·3^n mod 256)·3) >> 8;
+//	        elements 0-159 digit e/32 of qs[e%32], 160-239 digit (e-160)/16 of
+//	        qs[32+(e-160)%16], 240-255 digit (e-240)/4 of qh[(e-240)%4]; value d·(digit−1).
+//	TQ2_0   qs[64] d: element e in bits 2·((e%128)/32) of qs[32·(e/128) + e%32], d·(q−1).
+func refIQElem(t WType, blk []byte, e int) refElem {
+	ib, l, j := e/32, e%32/8, e%8
+	sign7 := func(field uint32, j int) bool { // bit j of a 7-bit sign field, bit 7 its parity
+		if j < 7 {
+			return field>>j&1 != 0
+		}
+		n := 0
+		for k := 0; k < 7; k++ {
+			n += int(field >> k & 1)
+		}
+		return n%2 == 1
+	}
+	u32 := func(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
+	apply := func(v int, neg bool) int {
+		if neg {
+			return -v
+		}
+		return v
+	}
+	var code int
+	var scale float64
+	switch t {
+	case IQ2_XXS:
+		w := u32(blk[2+8*ib+4:])
+		g := int(byte(gguf.IQ2XXSGrid[blk[2+8*ib+l]] >> (8 * j)))
+		code, scale = apply(g, sign7(w>>(7*l)&127, j)), refHalf(u16(blk))*float64(2*(w>>28)+1)/8
+	case IQ2_XS:
+		v := u16(blk[2+2*(4*ib+l):])
+		g := int(byte(gguf.IQ2XSGrid[v&511] >> (8 * j)))
+		s := blk[66+ib] >> (4 * (l / 2)) & 15
+		code, scale = apply(g, sign7(uint32(v>>9), j)), refHalf(u16(blk))*float64(2*s+1)/8
+	case IQ2_S:
+		idx := int(blk[2+4*ib+l]) + 256*int(blk[66+ib]>>(2*l)&3)
+		g := int(byte(gguf.IQ2SGrid[idx] >> (8 * j)))
+		s := blk[74+ib] >> (4 * (l / 2)) & 15
+		code, scale = apply(g, blk[34+4*ib+l]>>j&1 != 0), refHalf(u16(blk))*float64(2*s+1)/8
+	case IQ3_XXS:
+		w := u32(blk[66+4*ib:])
+		g := int(byte(gguf.IQ3XXSGrid[blk[2+8*ib+2*l+j/4]] >> (8 * (j % 4))))
+		code, scale = apply(g, sign7(w>>(7*l)&127, j)), refHalf(u16(blk))*float64(2*(w>>28)+1)/4
+	case IQ3_S:
+		idx := int(blk[2+8*ib+2*l+j/4]) + 256*int(blk[66+ib]>>(2*l+j/4)&1)
+		g := int(byte(gguf.IQ3SGrid[idx] >> (8 * (j % 4))))
+		s := blk[106+ib/2] >> (4 * (ib % 2)) & 15
+		code, scale = apply(g, blk[74+4*ib+l]>>j&1 != 0), refHalf(u16(blk))*float64(2*s+1)
+	case IQ1_S:
+		qh := u16(blk[34+2*ib:])
+		g := int(int8(gguf.IQ1SGrid[int(blk[2+4*ib+l])+256*int(qh>>(3*l)&7)] >> (8 * j)))
+		code, scale = 8*g+apply(1, qh>>15 != 0), refHalf(u16(blk))*float64(2*(qh>>12&7)+1)/8
+	case IQ1_M:
+		nib := blk[32+2*ib+l/2] >> (4 * (l % 2))
+		g := int(int8(gguf.IQ1SGrid[int(blk[4*ib+l])+256*int(nib&7)] >> (8 * j)))
+		var dbits uint16
+		for k := 0; k < 4; k++ {
+			dbits |= u16(blk[48+2*k:]) >> 12 << (4 * k)
+		}
+		s := u16(blk[48+2*(ib/2):]) >> (6*(ib%2) + 3*(l/2)) & 7
+		code, scale = 8*g+apply(1, nib&8 != 0), refHalf(dbits)*float64(2*s+1)/8
+	case TQ1_0:
+		digit := func(q byte, n int) int { return int(uint16(q*byte(math.Pow(3, float64(n))))*3) >> 8 }
+		var q int
+		switch {
+		case e < 160:
+			q = digit(blk[e%32], e/32)
+		case e < 240:
+			q = digit(blk[32+(e-160)%16], (e-160)/16)
+		default:
+			q = digit(blk[48+(e-240)%4], (e-240)/4)
+		}
+		code, scale = q-1, refHalf(u16(blk[52:]))
+	case TQ2_0:
+		code, scale = int(blk[32*(e/128)+e%32]>>(2*(e%128/32))&3)-1, refHalf(u16(blk[64:]))
+	}
+	return refElem{code: code, scale: scale}
+}
+
+// refIQScaleOffsets lists, for the i-quant and ternary types, the offsets of their fp16 d in
+// a block (IQ1_M has none: its d is spread over the top nibbles of its scales).
+var refIQScaleOffsets = map[WType]int{IQ2_XXS: 0, IQ2_XS: 0, IQ2_S: 0, IQ3_XXS: 0, IQ3_S: 0, IQ1_S: 0, TQ1_0: 52, TQ2_0: 64}
 
 // refValues returns the float64 weights of one row.
 func refValues(t WType, row []byte, cols int) []float64 {
@@ -337,6 +451,34 @@ func genRow(t WType, cols int, rng *rand.Rand, kind int) []byte {
 						blk[i] = []byte{0x00, 0xff}[rng.IntN(2)] // codes and scales at their ends
 					}
 				}
+			}
+		}
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0:
+		// Any index, sign and scale bits are valid: random bytes (kind 2: every byte 0x00 or
+		// 0xff), then a finite d.
+		bs := t.TypeSize()
+		for b := 0; b < cols/256; b++ {
+			blk := row[b*bs : (b+1)*bs]
+			k := kind
+			if kind == 3 && rng.IntN(2) == 0 {
+				k = 2
+			}
+			var d uint16
+			if k == 2 {
+				for i := range blk {
+					blk[i] = []byte{0x00, 0xff}[rng.IntN(2)]
+				}
+				d = []uint16{0x7bff, 0xfbff}[rng.IntN(2)]
+			} else {
+				d = f16((rng.Float64()*2 - 1) * 0.002)
+			}
+			if o, ok := refIQScaleOffsets[t]; ok {
+				put16(blk[o:], d)
+				continue
+			}
+			for k := 0; k < 4; k++ { // IQ1_M: nibble k of d in the top of scale word k
+				w := u16(blk[48+2*k:])&0x0fff | (d>>(4*k)&15)<<12
+				put16(blk[48+2*k:], w)
 			}
 		}
 	}

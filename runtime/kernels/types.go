@@ -28,11 +28,22 @@ const (
 	IQ4_NL = WType(gguf.IQ4_NL)
 	IQ4_XS = WType(gguf.IQ4_XS)
 	BF16   = WType(gguf.BF16)
+
+	IQ2_XXS = WType(gguf.IQ2_XXS)
+	IQ2_XS  = WType(gguf.IQ2_XS)
+	IQ2_S   = WType(gguf.IQ2_S)
+	IQ3_XXS = WType(gguf.IQ3_XXS)
+	IQ3_S   = WType(gguf.IQ3_S)
+	IQ1_S   = WType(gguf.IQ1_S)
+	IQ1_M   = WType(gguf.IQ1_M)
+	TQ1_0   = WType(gguf.TQ1_0)
+	TQ2_0   = WType(gguf.TQ2_0)
 )
 
 // Types lists every supported ggml weight encoding: the kernels' own list (formats/gguf knows
 // more types, I8 … F64 and Q8_1 among them, that no weight tensor here takes).
-var Types = []WType{F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, Q2_K, Q3_K, IQ4_XS}
+var Types = []WType{F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, Q2_K, Q3_K, IQ4_XS,
+	IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0}
 
 var supported = func() map[WType]bool {
 	s := make(map[WType]bool, len(Types))

@@ -7,6 +7,8 @@
 //   {"op": "greedy", "ids": [...], "n": 32}              -> {"ids": [...]}   (greedy continuation)
 //   {"op": "next", "ids": [...]}                         -> {"id": N}        (argmax after the prompt)
 //   {"op": "probs", "ids": [...], "from": K}             -> {"probs": [[p_0..p_V-1], ...]} for positions K..len-1
+//   {"op": "probs", "ids": [...], "from": K, "file": F}  -> {"file": F}: the same rows as little-endian float32 in F
+//                                                           (large vocabularies: no JSON of millions of numbers)
 // ]}
 // The node-llama-cpp package is found through GQUANT_NODE_MODULES (a node_modules folder).
 import fs from "node:fs";
@@ -55,6 +57,16 @@ for (const op of req.ops) {
       const from = op.from ?? op.ids.length - 1;
       const items = op.ids.map((t, j) => j >= from ? [t, { generateNext: { probabilities: true } }] : t);
       const res = await seq.controlledEvaluate(items);
+      if (op.file) {
+        const rows = new Float32Array((op.ids.length - from) * req.vocab);
+        for (let j = from; j < op.ids.length; j++) {
+          const base = (j - from) * req.vocab;
+          for (const [k, v] of res[j].next.probabilities) rows[base + k] = v;
+        }
+        fs.writeFileSync(op.file, Buffer.from(rows.buffer, rows.byteOffset, rows.byteLength));
+        out.push({ file: op.file });
+        break;
+      }
       const probs = [];
       for (let j = from; j < op.ids.length; j++) {
         const m = res[j].next.probabilities;

@@ -25,7 +25,7 @@ func configJSON(s Spec, vocab int, tok *tokenizer) ([]byte, error) {
 		"use_cache":               true,
 		"vocab_size":              vocab,
 	}
-	if s.HeadDim > 0 || s.Arch == Qwen3 {
+	if s.HeadDim > 0 || s.Arch == Qwen3 || s.Arch == Qwen3MoE {
 		c["head_dim"] = s.headDim()
 	}
 	if tok.bos != nil {
@@ -91,6 +91,27 @@ func configJSON(s Spec, vocab int, tok *tokenizer) ([]byte, error) {
 			}
 			c["layer_types"] = types
 		}
+	case Mixtral: // MixtralConfig's keys
+		c["sliding_window"] = nil
+		c["num_local_experts"] = s.Experts
+		c["num_experts_per_tok"] = s.ExpertsUsed
+		c["router_aux_loss_coef"] = 0.02
+		c["router_jitter_noise"] = 0.0
+		c["output_router_logits"] = false
+	case Qwen3MoE: // Qwen3MoeConfig's keys
+		c["attention_bias"] = false
+		c["sliding_window"] = nil
+		c["use_sliding_window"] = false
+		c["max_window_layers"] = s.Layers
+		c["num_experts"] = s.Experts
+		c["num_experts_per_tok"] = s.ExpertsUsed
+		c["moe_intermediate_size"] = s.Intermediate
+		c["intermediate_size"] = s.Intermediate * s.ExpertsUsed
+		c["norm_topk_prob"] = s.NormTopK
+		c["decoder_sparse_step"] = 1
+		c["mlp_only_layers"] = []int{}
+		c["router_aux_loss_coef"] = 0.001
+		c["output_router_logits"] = false
 	case Phi3:
 		c["attention_bias"] = false
 		c["sliding_window"] = nil

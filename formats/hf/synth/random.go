@@ -40,8 +40,11 @@ func value(rng *rand.PCG, init initKind) float32 {
 	u := rng.Uint64()
 	sum := int32(u&0xffff) + int32(u>>16&0xffff) + int32(u>>32&0xffff) + int32(u>>48)
 	x := float32(float32(sum-sumMean) * scale) // explicit conversion: no fused multiply-add
-	if init == normInit {
+	switch init {
+	case normInit:
 		return 1 + x
+	case routerInit:
+		return x * 8 // exact: a power of two
 	}
 	return x
 }

@@ -15,19 +15,28 @@ const (
 	Gemma2  = "Gemma2ForCausalLM"
 	Gemma3  = "Gemma3ForCausalLM"
 	Phi3    = "Phi3ForCausalLM"
+	Mixtral = "MixtralForCausalLM"
+	// Qwen3MoE is Qwen3-MoE's class.
+	Qwen3MoE = "Qwen3MoeForCausalLM"
 )
 
 // modelType maps each architecture to config.json's model_type.
 var modelType = map[string]string{Llama: "llama", Mistral: "mistral", Qwen2: "qwen2", Qwen3: "qwen3",
-	Gemma2: "gemma2", Gemma3: "gemma3_text", Phi3: "phi3"}
+	Gemma2: "gemma2", Gemma3: "gemma3_text", Phi3: "phi3", Mixtral: "mixtral", Qwen3MoE: "qwen3_moe"}
 
 // archNames lists the architectures, for errors.
-var archNames = []string{Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3}
+var archNames = []string{Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, Mixtral, Qwen3MoE}
+
+// isMoE reports whether an architecture's FFNs are mixtures of experts.
+func isMoE(arch string) bool { return arch == Mixtral || arch == Qwen3MoE }
 
 // Spec is the shape of a synthetic model.
 type Spec struct {
-	Arch         string // one of Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3
-	Hidden       int
+	Arch   string // one of Llama, Mistral, Qwen2, Qwen3, Gemma2, Gemma3, Phi3, Mixtral, Qwen3MoE
+	Hidden int
+	// Intermediate is the FFN's width; of each expert for Mixtral and Qwen3-MoE (Qwen3-MoE's
+	// moe_intermediate_size; its intermediate_size, which no layer uses, is written as
+	// Intermediate × ExpertsUsed, llama.cpp's fallback for the experts' width).
 	Intermediate int
 	Layers       int
 	Heads        int
@@ -50,6 +59,10 @@ type Spec struct {
 	// Phi-3: partial_rotary_factor (0: absent) and original_max_position_embeddings.
 	PartialRotary   float64
 	OriginalContext int
+	// Mixtral and Qwen3-MoE: the experts of every layer and those each token uses; Qwen3-MoE's
+	// norm_topk_prob (Mixtral always renormalizes).
+	Experts, ExpertsUsed int
+	NormTopK             bool
 }
 
 // RopeScaling is config.json's rope_scaling object: Llama 3.1+'s ("llama3"), a linear one
@@ -69,7 +82,7 @@ func Llama3Scaling() *RopeScaling {
 }
 
 // presets are the named specs. The tiny ones have every row length a multiple of 256, so
-// that every block encoding applies; qwen3-0.6b has the shapes of Qwen/Qwen3-0.6B and
+// that every block encoding applies (tiny-qwen3moe's head_dim 128 differs from hidden/heads); qwen3-0.6b has the shapes of Qwen/Qwen3-0.6B and
 // llama3-8b those of meta-llama/Meta-Llama-3-8B (16 GB of bf16: for the scale benchmarks).
 var presets = map[string]Spec{
 	"tiny-llama": {Arch: Llama, Hidden: 256, Intermediate: 512, Layers: 2, Heads: 4, KVHeads: 4,
@@ -89,6 +102,10 @@ var presets = map[string]Spec{
 		RopeScaling: &RopeScaling{Type: "linear", Factor: 8}},
 	"tiny-phi3": {Arch: Phi3, Hidden: 256, Intermediate: 512, Layers: 2, Heads: 4, KVHeads: 2,
 		RopeTheta: 10000, RMSNormEps: 1e-5, MaxPositions: 4096, OriginalContext: 4096, PartialRotary: 0.75},
+	"tiny-mixtral": {Arch: Mixtral, Hidden: 256, Intermediate: 512, Layers: 2, Heads: 4, KVHeads: 2,
+		RopeTheta: 1000000, RMSNormEps: 1e-5, MaxPositions: 32768, Experts: 8, ExpertsUsed: 2},
+	"tiny-qwen3moe": {Arch: Qwen3MoE, Hidden: 256, Intermediate: 256, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 128,
+		RopeTheta: 1000000, RMSNormEps: 1e-6, MaxPositions: 40960, Experts: 8, ExpertsUsed: 2, NormTopK: true},
 	"qwen3-0.6b": {Arch: Qwen3, Hidden: 1024, Intermediate: 3072, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128,
 		Vocab: 151936, Tied: true, RopeTheta: 1000000, RMSNormEps: 1e-6, MaxPositions: 40960},
 	"llama3-8b": {Arch: Llama, Hidden: 4096, Intermediate: 14336, Layers: 32, Heads: 32, KVHeads: 8,
@@ -164,6 +181,12 @@ func (s Spec) Validate() error {
 	}
 	if rs := s.RopeScaling; rs != nil && rs.Type == "longrope" && (len(rs.ShortFactor) == 0 || len(rs.ShortFactor) != len(rs.LongFactor)) {
 		bad("rope-scaling", "longrope needs as many short as long factors")
+	}
+	switch {
+	case isMoE(s.Arch) && (s.Experts <= 0 || s.ExpertsUsed <= 0 || s.ExpertsUsed > s.Experts):
+		bad("experts", "%d experts, %d used: want at least one, used ones among them", s.Experts, s.ExpertsUsed)
+	case !isMoE(s.Arch) && (s.Experts != 0 || s.ExpertsUsed != 0):
+		bad("experts", "%s has no experts", s.Arch)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("synth: spec: %s", strings.Join(errs, "; "))

@@ -8,6 +8,10 @@ type initKind int
 const (
 	weightInit initKind = iota // ~N(0, 0.02), as transformers' initializer_range
 	normInit                   // ~1 + N(0, 0.02): RMSNorm gains near one
+	// routerInit is ~N(0, 0.16), for the routers of mixtures of experts: logits a few units
+	// apart, as trained routers give (at 0.02 a token's experts would be chosen among nearly
+	// equal logits, where any rounding flips the choice).
+	routerInit
 )
 
 // tensorSpec is one tensor of the model, in model order.
@@ -49,12 +53,32 @@ func tensorList(s Spec, vocab int) []tensorSpec {
 			add("self_attn.k_proj.bias", weightInit, kv)
 			add("self_attn.v_proj.bias", weightInit, kv)
 		}
-		if s.Arch == Qwen3 {
+		if s.Arch == Qwen3 || s.Arch == Qwen3MoE {
 			add("self_attn.q_norm.weight", normInit, hd)
 			add("self_attn.k_norm.weight", normInit, hd)
 		}
 		add("self_attn.o_proj.weight", weightInit, s.Hidden, q)
 		add("post_attention_layernorm.weight", normInit, s.Hidden)
+		switch s.Arch {
+		case Mixtral: // block_sparse_moe: the router, then each expert's w1 (gate), w2 (down), w3 (up)
+			add("block_sparse_moe.gate.weight", routerInit, s.Experts, s.Hidden)
+			for e := range s.Experts {
+				x := fmt.Sprintf("block_sparse_moe.experts.%d.", e)
+				add(x+"w1.weight", weightInit, s.Intermediate, s.Hidden)
+				add(x+"w2.weight", weightInit, s.Hidden, s.Intermediate)
+				add(x+"w3.weight", weightInit, s.Intermediate, s.Hidden)
+			}
+			continue
+		case Qwen3MoE:
+			add("mlp.gate.weight", routerInit, s.Experts, s.Hidden)
+			for e := range s.Experts {
+				x := fmt.Sprintf("mlp.experts.%d.", e)
+				add(x+"gate_proj.weight", weightInit, s.Intermediate, s.Hidden)
+				add(x+"up_proj.weight", weightInit, s.Intermediate, s.Hidden)
+				add(x+"down_proj.weight", weightInit, s.Hidden, s.Intermediate)
+			}
+			continue
+		}
 		add("mlp.gate_proj.weight", weightInit, s.Intermediate, s.Hidden)
 		add("mlp.up_proj.weight", weightInit, s.Intermediate, s.Hidden)
 		add("mlp.down_proj.weight", weightInit, s.Hidden, s.Intermediate)
