@@ -11,64 +11,130 @@ import (
 // costs about a microsecond, a few thousand multiply-adds of attention).
 const minAttnWork = 1 << 14
 
-// storeKV copies the new keys and values of an attention node into its layer's cache.
+// attnTileQueries is about how many queries one tile of attention holds: the new tokens of a
+// tile times the query heads of one KV head. The tile's keys and values are read once for all
+// of them (kernels.AttnScores, AttnValues), its scores (queries × positions) stay in L2.
+const attnTileQueries = 32
+
+// storeKV copies the new keys and values of an attention node into its layer's cache: the
+// values position-major, the keys in blocks of kernels.KeyBlock positions (State.k).
 func (st *State) storeKV(en *execNode, n int) {
 	s := st.m.spec
 	kvDim := s.KVHeads * s.HeadDim
 	l := en.n.Layer
-	copy(st.k[l][st.pos*kvDim:(st.pos+n)*kvDim], st.rows(en.in[1], 0, n))
 	copy(st.v[l][st.pos*kvDim:(st.pos+n)*kvDim], st.rows(en.in[2], 0, n))
+	K, k := st.k[l], st.rows(en.in[1], 0, n)
+	const kb = kernels.KeyBlock
+	for t := 0; t < n; t++ {
+		p := st.pos + t
+		blk := K[p/kb*kb*kvDim+p%kb:]
+		for i, x := range k[t*kvDim : (t+1)*kvDim] {
+			blk[i*kb] = x
+		}
+	}
 }
 
 // attention computes, for each new token and query head, softmax(cap(q·Kᵀ·scale))·V over the
 // positions it sees (up to its own; within the node's window when it has one), into the
-// node's value. Work items are spread over the
-// pool head by head (item = head·n + token), so that each worker gets a similar share of the
-// causal work and reads the keys of few heads.
+// node's value. The work is split into tiles: up to attnTileQueries/group consecutive new
+// tokens with the query heads of one KV head, whose scores are one small GEMM against the
+// blocks of keys they see and whose outputs are another over the value rows (attnJob.tile).
+// Every query's arithmetic is the same in any tile, so a token gets the same bits in a prompt
+// as alone. The tiles go to the pool's workers dynamically, the costliest (latest tokens)
+// first.
 func (m *Model) attention(st *State, en *execNode, n int) {
-	s := m.spec
 	st.storeKV(en, n)
-	total := st.pos + n
-	for w := range st.scores {
-		st.scores[w] = grow(st.scores[w], total)
-	}
-	st.att = attnJob{st: st, en: en, n: n, scale: en.n.Scale}
-	// Chunks of about minAttnWork multiply-adds: at decode a few heads each.
-	grain := max(1, minAttnWork/max(1, total*s.HeadDim*2))
-	m.pool.Run(n*s.Heads, grain, st.attRun)
+	m.attend(st, en, n)
 }
 
-// attnJob is the pool job of attention (in the State, its function value made once).
+// attend is attention after the keys and values are stored.
+func (m *Model) attend(st *State, en *execNode, n int) {
+	s := m.spec
+	group := s.Heads / s.KVHeads
+	tq := max(1, min(n, attnTileQueries/group))
+	tiles := (n + tq - 1) / tq
+	st.att = attnJob{st: st, en: en, n: n, scale: en.n.Scale, tq: tq, tiles: tiles}
+	// Chunks of about minAttnWork multiply-adds: at decode a few KV heads each.
+	work := tq * group * (st.pos + n) * s.HeadDim * 2
+	m.pool.RunDynamic(s.KVHeads*tiles, max(1, minAttnWork/max(1, work)), st.attRun)
+}
+
+// attnJob is the pool job of attention (in the State, its function value made once): item i
+// is the tile tiles−1−i/KVHeads of KV head i%KVHeads.
 type attnJob struct {
-	st    *State
-	en    *execNode
-	n     int
-	scale float32
+	st        *State
+	en        *execNode
+	n         int
+	scale     float32
+	tq, tiles int // new tokens per tile, tiles per KV head
+}
+
+// attnScratch is a worker's buffers for the tiles of attention.
+type attnScratch struct {
+	q, s, o []float32 // the tile's queries, scores (then probabilities) and outputs
+	lo, hi  []int     // each query's visible positions, relative to the tile's first score
 }
 
 func (j *attnJob) run(w, lo, hi int) {
-	st, n := j.st, j.n
+	kvh := j.st.m.spec.KVHeads
+	for item := lo; item < hi; item++ {
+		tile := j.tiles - 1 - item/kvh
+		j.tile(w, item%kvh, tile*j.tq, min(j.n, (tile+1)*j.tq))
+	}
+}
+
+// tile computes the outputs of new tokens [t0,t1) for the query heads of KV head g: the scores
+// of those queries against the key blocks from the first position the first token sees to the
+// last token's own (each query then keeps the positions it sees), softcap and softmax row by
+// row, and the values weighted by the probabilities.
+func (j *attnJob) tile(w, g, t0, t1 int) {
+	st := j.st
 	s := st.m.spec
 	hd := s.HeadDim
-	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
 	group := s.Heads / s.KVHeads
-	l := j.en.n.Layer
-	K, V := st.k[l], st.v[l]
-	q, ctx := st.rows(j.en.in[0], 0, n), st.rows(j.en.out, 0, n)
-	sc := st.scores[w]
-	for item := lo; item < hi; item++ {
-		h, t := item/n, item%n
-		qh := q[t*qDim+h*hd : t*qDim+(h+1)*hd]
-		first := visibleFrom(j.en.n, st.pos+t)
-		off := first*kvDim + (h/group)*hd
-		p := sc[:st.pos+t+1-first]
-		kernels.DotRows(p, qh, K[off:], kvDim, j.scale)
-		if c := j.en.n.Cap; c != 0 {
+	qDim, kvDim := s.Heads*hd, s.KVHeads*hd
+	node := j.en.n
+	l := node.Layer
+	q, ctx := st.rows(j.en.in[0], 0, j.n), st.rows(j.en.out, 0, j.n)
+	const kb = kernels.KeyBlock
+	b0 := visibleFrom(node, st.pos+t0) / kb
+	nb := (st.pos+t1-1)/kb - b0 + 1
+	base, ldS := b0*kb, nb*kb // the position of each row's first score; the row length
+	nq, gw := (t1-t0)*group, group*hd
+	sc := &st.attw[w]
+	sc.q, sc.o = growCap(sc.q, nq*hd), growCap(sc.o, nq*hd)
+	sc.s = growCap(sc.s, nq*ldS)
+	if cap(sc.lo) < nq {
+		sc.lo, sc.hi = make([]int, nq), make([]int, nq)
+	}
+	sc.lo, sc.hi = sc.lo[:nq], sc.hi[:nq]
+	for t := t0; t < t1; t++ {
+		copy(sc.q[(t-t0)*gw:(t-t0+1)*gw], q[t*qDim+g*gw:])
+	}
+	kernels.AttnScores(sc.s, ldS, sc.q, nq, hd, st.k[l][base*kvDim+g*hd*kb:], kvDim*kb, nb, j.scale)
+	for i := range nq {
+		own := st.pos + t0 + i/group
+		lo, hi := visibleFrom(node, own)-base, own+1-base
+		p := sc.s[i*ldS+lo : i*ldS+hi]
+		if c := node.Cap; c != 0 {
 			softcap(p, p, c)
 		}
 		kernels.Softmax(p)
-		kernels.AxpyRows(ctx[t*qDim+h*hd:t*qDim+(h+1)*hd], p, V[off:], kvDim)
+		sc.lo[i], sc.hi[i] = lo, hi
 	}
+	kernels.AttnValues(sc.o, hd, sc.s, ldS, st.v[l][base*kvDim+g*hd:], kvDim, hd, sc.lo, sc.hi)
+	for t := t0; t < t1; t++ {
+		copy(ctx[t*qDim+g*gw:t*qDim+(g+1)*gw], sc.o[(t-t0)*gw:])
+	}
+}
+
+// growCap returns s with length n, reusing its memory when it is large enough and otherwise
+// at least doubling it (attention's scratch grows with the positions, one at a time in decode).
+func growCap(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n, max(n, 2*cap(s)))
+	}
+	return s[:n]
 }
 
 // visibleFrom is the first position the token at position own sees through attention node n:

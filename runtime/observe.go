@@ -240,9 +240,9 @@ const maxScoreValues = 1 << 22
 // from the scores in the primitive form, by the fast attention otherwise.
 func (m *Model) attentionNode(st *State, en *execNode, n int) {
 	s := m.spec
-	hd, H := s.HeadDim, s.Heads
-	qDim, kvDim := H*hd, s.KVHeads*hd
-	group := H / s.KVHeads
+	hd, H, kvh := s.HeadDim, s.Heads, s.KVHeads
+	qDim, kvDim := H*hd, kvh*hd
+	group := H / kvh
 	st.storeKV(en, n)
 	P := st.pos + n
 	l := en.n.Layer
@@ -256,22 +256,31 @@ func (m *Model) attentionNode(st *State, en *execNode, n int) {
 		scores = scores || o
 	}
 	c := en.n.Cap
+	const kb = kernels.KeyBlock
+	nb := (P + kb - 1) / kb
 	for c0 := 0; c0 < n && scores; c0 += chunk {
 		c1 := min(n, c0+chunk)
 		nt := c1 - c0
 		st.side = grow(st.side, nt*H*P)
 		sc := st.side
-		rowOf := func(t, h int) []float32 { return sc[(t*H+h)*P : (t*H+h+1)*P] }
-		items := func(f func(t, h int)) {
-			m.pool.Run(nt*H, 1, func(_, lo, hi int) {
+		// items runs f for each new token t of the chunk and KV head g, on worker w.
+		items := func(f func(w, t, g int)) {
+			m.pool.Run(nt*kvh, 1, func(w, lo, hi int) {
 				for it := lo; it < hi; it++ {
-					f(it/H, it%H)
+					f(w, it/kvh, it%kvh)
 				}
 			})
 		}
-		items(func(t, h int) {
-			qh := q[(c0+t)*qDim+h*hd : (c0+t)*qDim+(h+1)*hd]
-			kernels.DotRows(rowOf(t, h), qh, K[(h/group)*hd:], kvDim, 1)
+		// The scores of a KV head's query heads against every position (a row of P each,
+		// consecutive), through a worker's scratch of whole key blocks.
+		items(func(w, t, g int) {
+			a := &st.attw[w]
+			a.s = growCap(a.s, group*nb*kb)
+			qg := q[(c0+t)*qDim+g*group*hd : (c0+t)*qDim+(g+1)*group*hd]
+			kernels.AttnScores(a.s, nb*kb, qg, group, hd, K[g*hd*kb:], kvDim*kb, nb, 1)
+			for i := 0; i < group; i++ {
+				copy(sc[(t*H+g*group+i)*P:(t*H+g*group+i+1)*P], a.s[i*nb*kb:])
+			}
 		})
 		m.point(en, 0, sc, nt)
 		for i, v := range sc {
@@ -299,7 +308,7 @@ func (m *Model) attentionNode(st *State, en *execNode, n int) {
 			own := st.pos + c0 + t
 			first := visibleFrom(en.n, own)
 			for h := 0; h < H; h++ {
-				r := rowOf(t, h)
+				r := sc[(t*H+h)*P : (t*H+h+1)*P]
 				for j := range r {
 					if j < first || j > own {
 						r[j] += m.graph.Mask
@@ -308,20 +317,27 @@ func (m *Model) attentionNode(st *State, en *execNode, n int) {
 			}
 		}
 		m.point(en, k, sc, nt)
-		items(func(t, h int) { kernels.Softmax(rowOf(t, h)) })
+		m.pool.Run(nt*H, 1, func(_, lo, hi int) {
+			for it := lo; it < hi; it++ {
+				kernels.Softmax(sc[it*P : (it+1)*P])
+			}
+		})
 		m.point(en, k+1, sc, nt)
-		if en.internal {
-			items(func(t, h int) {
-				kernels.AxpyRows(y[(c0+t)*qDim+h*hd:(c0+t)*qDim+(h+1)*hd], rowOf(t, h), V[(h/group)*hd:], kvDim)
+		if en.internal { // every position, the masked ones with their tiny weights
+			items(func(w, t, g int) {
+				a := &st.attw[w]
+				if cap(a.lo) < group {
+					a.lo, a.hi = make([]int, group), make([]int, group)
+				}
+				lo, hi := a.lo[:group], a.hi[:group]
+				for i := range lo {
+					lo[i], hi[i] = 0, P
+				}
+				kernels.AttnValues(y[(c0+t)*qDim+g*group*hd:], hd, sc[(t*H+g*group)*P:], P, V[g*hd:], kvDim, hd, lo, hi)
 			})
 		}
 	}
 	if !en.internal {
-		total := P
-		for w := range st.scores {
-			st.scores[w] = grow(st.scores[w], total)
-		}
-		st.att = attnJob{st: st, en: en, n: n, scale: scale}
-		m.pool.Run(n*H, max(1, minAttnWork/max(1, total*hd*2)), st.attRun)
+		m.attend(st, en, n)
 	}
 }

@@ -12,8 +12,10 @@ type State struct {
 	m   *Model
 	max int
 	pos int
-	// k and v hold, per layer, the keys (after RoPE) and values of every position so far,
-	// position-major: [pos][kv_heads·head_dim].
+	// k and v hold, per layer, the keys (after RoPE) and values of every position so far. v is
+	// position-major, [pos][kv_heads·head_dim]; k is in blocks of kernels.KeyBlock positions,
+	// [pos/KeyBlock][kv_heads·head_dim][pos%KeyBlock] (each head's tile of a block is the
+	// dimension-major layout kernels.AttnScores reads), with whole blocks allocated.
 	k, v [][]float32
 
 	// bufs are the plan's slots (plan.go), grown on demand; logits is the output of the
@@ -21,10 +23,10 @@ type State struct {
 	bufs     [][]float32
 	logits   []float32
 	first, n int
-	cos, sin [][]float32 // per rotary table of the model
-	ropes    []*rope     // the model's tables for the state's capacity (Model.ropesLong)
-	scores   [][]float32 // attention: one per worker
-	side     []float32   // observe.go: points computed for the hooks, and primitive forms
+	cos, sin [][]float32   // per rotary table of the model
+	ropes    []*rope       // the model's tables for the state's capacity (Model.ropesLong)
+	attw     []attnScratch // attention: one per worker
+	side     []float32     // observe.go: points computed for the hooks, and primitive forms
 	side2    []float32
 	gate, up []float32 // observe.go: a fused gate_up's halves
 	acts     kernels.Acts
@@ -71,7 +73,7 @@ func (m *Model) NewState(maxTokens int) *State {
 	st := &State{m: m, max: maxTokens}
 	st.k = make([][]float32, m.spec.Layers)
 	st.v = make([][]float32, m.spec.Layers)
-	st.scores = make([][]float32, m.pool.Workers())
+	st.attw = make([]attnScratch, m.pool.Workers())
 	st.cos, st.sin = make([][]float32, len(m.ropes)), make([][]float32, len(m.ropes))
 	st.ropes = m.ropes
 	if m.ropesLong != nil && maxTokens > m.spec.RopeScaling.OriginalContext {
@@ -162,17 +164,21 @@ func (st *State) ropeSin(k, t int) []float32 {
 // and at least doubling their capacity when they must move.
 func (st *State) growCache(end int) {
 	kvDim := st.m.spec.KVHeads * st.m.spec.HeadDim
-	need := end * kvDim
+	whole := func(p int) int { return (p + kernels.KeyBlock - 1) / kernels.KeyBlock * kernels.KeyBlock } // whole key blocks
 	for l := range st.k {
-		for _, c := range []*[]float32{&st.k[l], &st.v[l]} {
-			if cap(*c) >= need {
-				*c = (*c)[:need]
-				continue
-			}
-			n := min(max(need, 2*cap(*c)), st.max*kvDim)
-			nc := make([]float32, need, n)
-			copy(nc, (*c)[:st.pos*kvDim])
-			*c = nc
-		}
+		growKV(&st.k[l], whole(end)*kvDim, whole(st.pos)*kvDim, whole(st.max)*kvDim)
+		growKV(&st.v[l], end*kvDim, st.pos*kvDim, st.max*kvDim)
 	}
+}
+
+// growKV makes *c hold need values, keeping the first keep, growing its capacity to at least
+// twice (at most limit) when it must move.
+func growKV(c *[]float32, need, keep, limit int) {
+	if cap(*c) >= need {
+		*c = (*c)[:need]
+		return
+	}
+	nc := make([]float32, need, min(max(need, 2*cap(*c)), limit))
+	copy(nc, (*c)[:keep])
+	*c = nc
 }

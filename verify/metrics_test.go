@@ -2,6 +2,7 @@ package verify
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -179,5 +180,80 @@ func TestCachedClippedNext(t *testing.T) {
 	a.AddCached(row, ref, ref, 1)
 	if got := math.Log(a.Summary().PPL.Ref); math.Abs(got-30) > 1e-4 {
 		t.Errorf("with logits: ln PPL(ref) %g, want 30", got)
+	}
+}
+
+// TestRowsMatchOneByOne adds a window's positions with AddLiveRows and AddCachedRows on 1 and
+// several workers, and one by one with AddLive and AddCached: the metrics must be the same
+// bits; and checks liveStats' KL, which sums p·(x − y) and adds the log-sum-exps, against
+// the log-probabilities' Σ p·(log p − log q) (LogSoftmax, KL).
+func TestRowsMatchOneByOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const V, N = 211, 37
+	ref, test := make([]float32, N*V), make([]float32, N*V)
+	for i := range ref {
+		ref[i] = float32(rng.NormFloat64() * 5)
+		test[i] = ref[i] + float32(rng.NormFloat64()*0.2)
+	}
+	test[3*V+5] = float32(math.Inf(-1)) // a test log-probability of −inf: KL +inf there
+	next := make([]int, N)
+	rows := make([]RefRow, N)
+	for j := range next {
+		next[j] = rng.IntN(V)
+		rows[j] = make(RefRow, RowLen(V))
+		QuantizeLogProbs(rows[j], ref[j*V:(j+1)*V])
+	}
+	rows[2][4+next[2]] = 0 // below the floor: the logits give its log-probability
+	one, cached := NewAccumulator(V, 0), NewAccumulator(V, 0)
+	lp, lq := make([]float64, V), make([]float64, V)
+	for j := range next {
+		r, q := ref[j*V:(j+1)*V], test[j*V:(j+1)*V]
+		one.AddLive(r, q, next[j])
+		cached.AddCached(rows[j], r, q, next[j])
+		LogSoftmax(lp, r)
+		LogSoftmax(lq, q)
+		want := KL(lp, lq)
+		if got := one.kl[j]; !(math.Abs(got-want) <= 1e-12*(1+math.Abs(want))) && !(math.IsInf(got, 1) && math.IsInf(want, 1)) {
+			t.Errorf("position %d: KL %v, from the log-probabilities %v", j, got, want)
+		}
+		// llama-perplexity's KL from the stored row: the terms above −16 nats.
+		rows[j].LogProbs(lp)
+		want, floor := 0, 0
+		for i, l := range lp {
+			if l > -16 {
+				want += math.Exp(l) * (l - lq[i])
+			} else {
+				floor++
+			}
+		}
+		if got := cached.kl[j]; !(math.Abs(got-want) <= 1e-12*(1+math.Abs(want))) && !(math.IsInf(got, 1) && math.IsInf(want, 1)) {
+			t.Errorf("position %d: cached KL %v, from the row's log-probabilities %v (%d at the floor)", j, got, want, floor)
+		}
+		if floor == 0 || floor == V {
+			t.Fatalf("position %d: %d of %d log-probabilities at the floor: the test does not cross it", j, floor, V)
+		}
+	}
+	same := func(what string, a, b *Accumulator) {
+		t.Helper()
+		ma, mb := a.Summary(), b.Summary()
+		for j := range a.kl {
+			if math.Float64bits(a.kl[j]) != math.Float64bits(b.kl[j]) || a.dp[j] != b.dp[j] ||
+				a.nllRef[j] != b.nllRef[j] || a.nllTst[j] != b.nllTst[j] {
+				t.Fatalf("%s: position %d: KL %v Δp %v NLL %v %v, one by one %v %v %v %v", what, j,
+					b.kl[j], b.dp[j], b.nllRef[j], b.nllTst[j], a.kl[j], a.dp[j], a.nllRef[j], a.nllTst[j])
+			}
+		}
+		if ma.Top1 != mb.Top1 || ma.Logits.SNR != mb.Logits.SNR || ma.Logits.PSNR != mb.Logits.PSNR {
+			t.Errorf("%s: top-1 %v SNR %v PSNR %v, one by one %v %v %v", what, mb.Top1, mb.Logits.SNR, mb.Logits.PSNR,
+				ma.Top1, ma.Logits.SNR, ma.Logits.PSNR)
+		}
+	}
+	for _, workers := range []int{1, 4} {
+		a := NewAccumulator(V, 0)
+		a.AddLiveRows(ref, test, next, workers)
+		same(fmt.Sprintf("AddLiveRows, %d workers", workers), one, a)
+		c := NewAccumulator(V, 0)
+		c.AddCachedRows(rows, ref, test, next, workers)
+		same(fmt.Sprintf("AddCachedRows, %d workers", workers), cached, c)
 	}
 }

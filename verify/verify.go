@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 
 	"github.com/gquant/gquant/calibrate"
@@ -120,10 +121,16 @@ func Run(o Options) (rep *Report, err error) {
 			}
 		}()
 	}
+	// The metrics of a window's positions are computed on as many goroutines as the models
+	// have workers (the models are idle meanwhile).
+	workers := o.Threads
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+	}
 	if kld != nil {
-		err = scoreCached(kld, win, test, acc, o.Progress)
+		err = scoreCached(kld, win, test, acc, workers, o.Progress)
 	} else {
-		err = scoreLive(win, ref, test, acc, w, o.Progress)
+		err = scoreLive(win, ref, test, acc, w, workers, o.Progress)
 	}
 	if err != nil {
 		return nil, err
@@ -258,9 +265,10 @@ func (o *Options) windows(kld *KLDFile, ref, test Model) (*Windows, error) {
 }
 
 // scoreLive runs both models over every window and scores the second half of each.
-func scoreLive(win *Windows, ref, test Model, acc *Accumulator, w *KLDWriter, progress func(int, int)) error {
+func scoreLive(win *Windows, ref, test Model, acc *Accumulator, w *KLDWriter, workers int, progress func(int, int)) error {
 	first, n, V := win.First(), win.Scored(), test.Vocab()
 	capture := len(acc.layers) > 0
+	next := make([]int, n)
 	run := func(m Model, toks []int) ([]float32, [][]float32, error) {
 		m.Begin(win.Ctx)
 		if _, _, err := m.Eval(toks[:first], false, false); err != nil {
@@ -281,13 +289,13 @@ func scoreLive(win *Windows, ref, test Model, acc *Accumulator, w *KLDWriter, pr
 		if err != nil {
 			return err
 		}
-		for j := 0; j < n; j++ {
-			r, t := rl[j*V:(j+1)*V], tl[j*V:(j+1)*V]
-			acc.AddLive(r, t, win.Next(c, j))
-			if w != nil {
-				if err := w.WriteRow(r); err != nil {
-					return err
-				}
+		for j := range next {
+			next[j] = win.Next(c, j)
+		}
+		acc.AddLiveRows(rl[:n*V], tl[:n*V], next, workers)
+		for j := 0; j < n && w != nil; j++ {
+			if err := w.WriteRow(rl[j*V : (j+1)*V]); err != nil {
+				return err
 			}
 		}
 		for l := range acc.layers {
@@ -305,8 +313,9 @@ func scoreLive(win *Windows, ref, test Model, acc *Accumulator, w *KLDWriter, pr
 }
 
 // scoreCached runs the test model over every window and scores it against the stored rows.
-func scoreCached(kld *KLDFile, win *Windows, test Model, acc *Accumulator, progress func(int, int)) error {
+func scoreCached(kld *KLDFile, win *Windows, test Model, acc *Accumulator, workers int, progress func(int, int)) error {
 	first, n, V := win.First(), win.Scored(), test.Vocab()
+	next := make([]int, n)
 	for c := 0; c < win.Chunks; c++ {
 		toks := win.Window(c)
 		test.Begin(win.Ctx)
@@ -325,13 +334,10 @@ func scoreCached(kld *KLDFile, win *Windows, test Model, acc *Accumulator, progr
 		if err != nil {
 			return err
 		}
-		for j := 0; j < n; j++ {
-			var r []float32
-			if lg != nil {
-				r = lg[j*V : (j+1)*V]
-			}
-			acc.AddCached(rows[j], r, tl[j*V:(j+1)*V], win.Next(c, j))
+		for j := range next {
+			next[j] = win.Next(c, j)
 		}
+		acc.AddCachedRows(rows[:n], lg, tl[:n*V], next, workers)
 		if progress != nil {
 			progress(c+1, win.Chunks)
 		}

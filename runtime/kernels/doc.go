@@ -40,8 +40,11 @@
 //     llama.cpp does), 4 or more tokens, on a CPU with AVX512_BF16: VDPBF16PS, two exact bf16
 //     products per float32 lane and instruction (BYTE-encoded: the Go assembler lacks it).
 //   - The vector operations of the forward pass (vec.go): Softmax, SiLUMul (exponential by a
-//     polynomial, relative error about 2e-7), RMSNorm, Add, and DotRows / AxpyRows for
-//     attention.
+//     polynomial, relative error about 2e-7), RMSNorm, Add, and DotRows / AxpyRows (attention
+//     row at a time); attention in tiles (attn.go): AttnScores (queries × blocks of keys
+//     stored dimension-major, 4 queries × 4 blocks of 16 keys per FMA tile) and AttnValues
+//     (4 queries × 64 columns of the value rows), each score and output one FMA chain in a
+//     fixed order whatever the tile.
 //
 // Assembly ("amx", where the CPU has AMX-TILE and AMX-INT8 and Linux grants the tile state):
 // the avx512vnni kernels, except that batched ActQuant products can run on AMX-INT8 tiles,

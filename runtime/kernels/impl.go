@@ -53,6 +53,18 @@ type implTable struct {
 	dotRows  func(y, q, k *float32, stride, rows, n int, scale float32)
 	axpyRows func(out, p, v *float32, stride, rows, n int)
 
+	// Attention tiles (attn.go); nil: generic Go. attnScores computes 4 queries' scores
+	// against nblk key blocks; attnValues adds nq (4 or 1) queries' weighted value rows, for
+	// hd a multiple of 16.
+	// (The pointers come in arrays by value: a pointer to an array would make the caller's
+	// escape to the heap, a call through a function value being opaque to escape analysis.)
+	attnScores func(s, q [4]*float32, k *float32, blkStride, nblk, hd int, scale float32)
+	attnValues func(o, p [4]*float32, nq int, v *float32, ldv, rows, hd int)
+
+	// Sums of float64 exponentials (expsum.go); nil: generic Go.
+	expSums func(x, y *float32, n int, mx, my float64) (sx, sy, w float64)
+	expSum  func(x *float32, n int, m float64) float64
+
 	sumSquares func(x *float32, n int) float64
 	scaleMul   func(dst, x, w *float32, n int, scale float32)
 	add        func(dst, x *float32, n int)

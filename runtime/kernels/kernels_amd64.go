@@ -53,6 +53,11 @@ var avx512Impl = &implTable{
 	dotRows:  dotRowsAsm,
 	axpyRows: axpyRowsAsm,
 
+	attnScores: attnScoresAVX512,
+	attnValues: attnValuesAVX512,
+	expSums:    expSumsAsm,
+	expSum:     expSumAsm,
+
 	sumSquares: sumSquaresAsm,
 	scaleMul:   scaleMulAsm,
 	add:        addAsm,

@@ -1,0 +1,382 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Attention tiles (AVX-512F): scores of 4 queries against blocks of keys, and weighted sums of
+// value rows for 4 queries or 1. See attn.go for the contracts. Every element is one FMA chain
+// in a fixed order (the keys' dimensions; the value rows), whatever the tile around it.
+
+// func attnScoresAsm(s, q *[4]*float32, k *float32, blkStride, nblk, hd int, scale float32)
+//
+// s[r][b·16 + l] = scale·Σ_{i<hd} q[r][i]·k[b·blkStride + i·16 + l] for r < 4, b < nblk, l < 16.
+// Blocks are taken 4 at a time (16 accumulators: 4 key loads and 4 broadcasts per 16 FMAs),
+// then one at a time.
+TEXT ·attnScoresAsm(SB), NOSPLIT, $0-52
+	MOVQ q+8(FP), AX
+	MOVQ 0(AX), R8
+	MOVQ 8(AX), R9
+	MOVQ 16(AX), R10
+	MOVQ 24(AX), R11
+	MOVQ k+16(FP), R12
+	MOVQ blkStride+24(FP), DX
+	SHLQ $2, DX
+	MOVQ nblk+32(FP), CX
+	MOVQ hd+40(FP), AX
+	SHLQ $2, AX
+	VBROADCASTSS scale+48(FP), Z24
+	XORQ DI, DI // byte offset of the current blocks in the score rows
+	CMPQ CX, $4
+	JLT  single
+
+quad:
+	LEAQ (R12)(DX*1), R13
+	LEAQ (R13)(DX*1), R14
+	LEAQ (R14)(DX*1), R15
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	XORQ BX, BX // query byte offset
+	XORQ SI, SI // key byte offset
+
+quadloop:
+	VMOVUPS      (R12)(SI*1), Z16
+	VMOVUPS      (R13)(SI*1), Z17
+	VMOVUPS      (R14)(SI*1), Z18
+	VMOVUPS      (R15)(SI*1), Z19
+	VBROADCASTSS (R8)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R9)(BX*1), Z21
+	VFMADD231PS  Z16, Z21, Z4
+	VFMADD231PS  Z17, Z21, Z5
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VBROADCASTSS (R10)(BX*1), Z22
+	VFMADD231PS  Z16, Z22, Z8
+	VFMADD231PS  Z17, Z22, Z9
+	VFMADD231PS  Z18, Z22, Z10
+	VFMADD231PS  Z19, Z22, Z11
+	VBROADCASTSS (R11)(BX*1), Z23
+	VFMADD231PS  Z16, Z23, Z12
+	VFMADD231PS  Z17, Z23, Z13
+	VFMADD231PS  Z18, Z23, Z14
+	VFMADD231PS  Z19, Z23, Z15
+	ADDQ         $64, SI
+	ADDQ         $4, BX
+	CMPQ         BX, AX
+	JLT          quadloop
+
+	VMULPS  Z24, Z0, Z0
+	VMULPS  Z24, Z1, Z1
+	VMULPS  Z24, Z2, Z2
+	VMULPS  Z24, Z3, Z3
+	VMULPS  Z24, Z4, Z4
+	VMULPS  Z24, Z5, Z5
+	VMULPS  Z24, Z6, Z6
+	VMULPS  Z24, Z7, Z7
+	VMULPS  Z24, Z8, Z8
+	VMULPS  Z24, Z9, Z9
+	VMULPS  Z24, Z10, Z10
+	VMULPS  Z24, Z11, Z11
+	VMULPS  Z24, Z12, Z12
+	VMULPS  Z24, Z13, Z13
+	VMULPS  Z24, Z14, Z14
+	VMULPS  Z24, Z15, Z15
+	MOVQ    s+0(FP), SI
+	MOVQ    0(SI), BX
+	VMOVUPS Z0, (BX)(DI*1)
+	VMOVUPS Z1, 64(BX)(DI*1)
+	VMOVUPS Z2, 128(BX)(DI*1)
+	VMOVUPS Z3, 192(BX)(DI*1)
+	MOVQ    8(SI), BX
+	VMOVUPS Z4, (BX)(DI*1)
+	VMOVUPS Z5, 64(BX)(DI*1)
+	VMOVUPS Z6, 128(BX)(DI*1)
+	VMOVUPS Z7, 192(BX)(DI*1)
+	MOVQ    16(SI), BX
+	VMOVUPS Z8, (BX)(DI*1)
+	VMOVUPS Z9, 64(BX)(DI*1)
+	VMOVUPS Z10, 128(BX)(DI*1)
+	VMOVUPS Z11, 192(BX)(DI*1)
+	MOVQ    24(SI), BX
+	VMOVUPS Z12, (BX)(DI*1)
+	VMOVUPS Z13, 64(BX)(DI*1)
+	VMOVUPS Z14, 128(BX)(DI*1)
+	VMOVUPS Z15, 192(BX)(DI*1)
+	ADDQ    $256, DI
+	LEAQ    (R15)(DX*1), R12
+	SUBQ    $4, CX
+	CMPQ    CX, $4
+	JGE     quad
+
+single:
+	TESTQ CX, CX
+	JEQ   sdone
+
+singleblk:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z4, Z4, Z4
+	VPXORD Z8, Z8, Z8
+	VPXORD Z12, Z12, Z12
+	XORQ   BX, BX
+	XORQ   SI, SI
+
+singleloop:
+	VMOVUPS      (R12)(SI*1), Z16
+	VBROADCASTSS (R8)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VBROADCASTSS (R9)(BX*1), Z21
+	VFMADD231PS  Z16, Z21, Z4
+	VBROADCASTSS (R10)(BX*1), Z22
+	VFMADD231PS  Z16, Z22, Z8
+	VBROADCASTSS (R11)(BX*1), Z23
+	VFMADD231PS  Z16, Z23, Z12
+	ADDQ         $64, SI
+	ADDQ         $4, BX
+	CMPQ         BX, AX
+	JLT          singleloop
+
+	VMULPS  Z24, Z0, Z0
+	VMULPS  Z24, Z4, Z4
+	VMULPS  Z24, Z8, Z8
+	VMULPS  Z24, Z12, Z12
+	MOVQ    s+0(FP), SI
+	MOVQ    0(SI), BX
+	VMOVUPS Z0, (BX)(DI*1)
+	MOVQ    8(SI), BX
+	VMOVUPS Z4, (BX)(DI*1)
+	MOVQ    16(SI), BX
+	VMOVUPS Z8, (BX)(DI*1)
+	MOVQ    24(SI), BX
+	VMOVUPS Z12, (BX)(DI*1)
+	ADDQ    $64, DI
+	ADDQ    DX, R12
+	DECQ    CX
+	JNE     singleblk
+
+sdone:
+	VZEROUPPER
+	RET
+
+// func attnValuesAsm(o, p *[4]*float32, nq int, v *float32, ldv, rows, hd int)
+//
+// o[r][c] += Σ_{j<rows} p[r][j]·v[j·ldv + c] for c < hd (a multiple of 16) and r < nq, nq 4 or 1.
+// Four queries take 64 columns at a time (16 accumulators: 4 row loads and 4 broadcasts per
+// 16 FMAs), then 16; one query takes 128, then 16.
+TEXT ·attnValuesAsm(SB), NOSPLIT, $0-56
+	MOVQ p+8(FP), AX
+	MOVQ 0(AX), R8
+	MOVQ 8(AX), R9
+	MOVQ 16(AX), R10
+	MOVQ 24(AX), R11
+	MOVQ o+0(FP), AX
+	MOVQ 0(AX), DI
+	MOVQ 8(AX), R13
+	MOVQ 16(AX), R14
+	MOVQ 24(AX), R15
+	MOVQ v+24(FP), R12
+	MOVQ ldv+32(FP), DX
+	SHLQ $2, DX
+	MOVQ rows+40(FP), CX
+	SHLQ $2, CX // bytes of each query's probabilities
+	MOVQ hd+48(FP), SI
+	TESTQ CX, CX
+	JEQ  vdone
+	MOVQ nq+16(FP), AX
+	CMPQ AX, $4
+	JNE  one128
+
+four64:
+	CMPQ    SI, $64
+	JLT     four16
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS (R13), Z4
+	VMOVUPS 64(R13), Z5
+	VMOVUPS 128(R13), Z6
+	VMOVUPS 192(R13), Z7
+	VMOVUPS (R14), Z8
+	VMOVUPS 64(R14), Z9
+	VMOVUPS 128(R14), Z10
+	VMOVUPS 192(R14), Z11
+	VMOVUPS (R15), Z12
+	VMOVUPS 64(R15), Z13
+	VMOVUPS 128(R15), Z14
+	VMOVUPS 192(R15), Z15
+	MOVQ    R12, AX
+	XORQ    BX, BX
+
+four64loop:
+	VMOVUPS      (AX), Z16
+	VMOVUPS      64(AX), Z17
+	VMOVUPS      128(AX), Z18
+	VMOVUPS      192(AX), Z19
+	VBROADCASTSS (R8)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VFMADD231PS  Z17, Z20, Z1
+	VFMADD231PS  Z18, Z20, Z2
+	VFMADD231PS  Z19, Z20, Z3
+	VBROADCASTSS (R9)(BX*1), Z21
+	VFMADD231PS  Z16, Z21, Z4
+	VFMADD231PS  Z17, Z21, Z5
+	VFMADD231PS  Z18, Z21, Z6
+	VFMADD231PS  Z19, Z21, Z7
+	VBROADCASTSS (R10)(BX*1), Z22
+	VFMADD231PS  Z16, Z22, Z8
+	VFMADD231PS  Z17, Z22, Z9
+	VFMADD231PS  Z18, Z22, Z10
+	VFMADD231PS  Z19, Z22, Z11
+	VBROADCASTSS (R11)(BX*1), Z23
+	VFMADD231PS  Z16, Z23, Z12
+	VFMADD231PS  Z17, Z23, Z13
+	VFMADD231PS  Z18, Z23, Z14
+	VFMADD231PS  Z19, Z23, Z15
+	ADDQ         DX, AX
+	ADDQ         $4, BX
+	CMPQ         BX, CX
+	JLT          four64loop
+
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, (R13)
+	VMOVUPS Z5, 64(R13)
+	VMOVUPS Z6, 128(R13)
+	VMOVUPS Z7, 192(R13)
+	VMOVUPS Z8, (R14)
+	VMOVUPS Z9, 64(R14)
+	VMOVUPS Z10, 128(R14)
+	VMOVUPS Z11, 192(R14)
+	VMOVUPS Z12, (R15)
+	VMOVUPS Z13, 64(R15)
+	VMOVUPS Z14, 128(R15)
+	VMOVUPS Z15, 192(R15)
+	ADDQ    $256, DI
+	ADDQ    $256, R13
+	ADDQ    $256, R14
+	ADDQ    $256, R15
+	ADDQ    $256, R12
+	SUBQ    $64, SI
+	JMP     four64
+
+four16:
+	TESTQ   SI, SI
+	JEQ     vdone
+	VMOVUPS (DI), Z0
+	VMOVUPS (R13), Z4
+	VMOVUPS (R14), Z8
+	VMOVUPS (R15), Z12
+	MOVQ    R12, AX
+	XORQ    BX, BX
+
+four16loop:
+	VMOVUPS      (AX), Z16
+	VBROADCASTSS (R8)(BX*1), Z20
+	VFMADD231PS  Z16, Z20, Z0
+	VBROADCASTSS (R9)(BX*1), Z21
+	VFMADD231PS  Z16, Z21, Z4
+	VBROADCASTSS (R10)(BX*1), Z22
+	VFMADD231PS  Z16, Z22, Z8
+	VBROADCASTSS (R11)(BX*1), Z23
+	VFMADD231PS  Z16, Z23, Z12
+	ADDQ         DX, AX
+	ADDQ         $4, BX
+	CMPQ         BX, CX
+	JLT          four16loop
+
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z4, (R13)
+	VMOVUPS Z8, (R14)
+	VMOVUPS Z12, (R15)
+	ADDQ    $64, DI
+	ADDQ    $64, R13
+	ADDQ    $64, R14
+	ADDQ    $64, R15
+	ADDQ    $64, R12
+	SUBQ    $16, SI
+	JMP     four16
+
+one128:
+	CMPQ    SI, $128
+	JLT     one16
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS 256(DI), Z4
+	VMOVUPS 320(DI), Z5
+	VMOVUPS 384(DI), Z6
+	VMOVUPS 448(DI), Z7
+	MOVQ    R12, AX
+	XORQ    BX, BX
+
+one128loop:
+	VBROADCASTSS (R8)(BX*1), Z20
+	VFMADD231PS  (AX), Z20, Z0
+	VFMADD231PS  64(AX), Z20, Z1
+	VFMADD231PS  128(AX), Z20, Z2
+	VFMADD231PS  192(AX), Z20, Z3
+	VFMADD231PS  256(AX), Z20, Z4
+	VFMADD231PS  320(AX), Z20, Z5
+	VFMADD231PS  384(AX), Z20, Z6
+	VFMADD231PS  448(AX), Z20, Z7
+	ADDQ         DX, AX
+	ADDQ         $4, BX
+	CMPQ         BX, CX
+	JLT          one128loop
+
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
+	ADDQ    $512, DI
+	ADDQ    $512, R12
+	SUBQ    $128, SI
+	JMP     one128
+
+one16:
+	TESTQ   SI, SI
+	JEQ     vdone
+	VMOVUPS (DI), Z0
+	MOVQ    R12, AX
+	XORQ    BX, BX
+
+one16loop:
+	VBROADCASTSS (R8)(BX*1), Z20
+	VFMADD231PS  (AX), Z20, Z0
+	ADDQ         DX, AX
+	ADDQ         $4, BX
+	CMPQ         BX, CX
+	JLT          one16loop
+
+	VMOVUPS Z0, (DI)
+	ADDQ    $64, DI
+	ADDQ    $64, R12
+	SUBQ    $16, SI
+	JMP     one16
+
+vdone:
+	VZEROUPPER
+	RET
