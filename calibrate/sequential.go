@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
+	"strings"
 
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/runtime"
@@ -244,13 +246,18 @@ func (s *Sequential) Observe(i int) error {
 
 // Advance replaces stage i's weights by weights (GGUF name → values, the source's row order;
 // a weight not given keeps the source's values) and frees the stage's Hessians; after the
-// last stage of a block, it runs the windows through the block and frees the block.
+// last stage of a block, it runs the windows through the block and frees the block. weights
+// may also hold other tensors of the stage's block, which are replaced too: layer-sequential
+// AWQ hands over the norm, or the earlier stage's weight (v, up) and bias, that the stage's
+// scaling was folded into.
 func (s *Sequential) Advance(i int, weights map[string][]float32) error {
 	if i < 0 || i >= len(s.stages) {
 		return fmt.Errorf("%s: stage %d of %d", s.path, i, len(s.stages))
 	}
 	sg := s.stages[i]
+	own := map[string]bool{}
 	for _, w := range sg.weights {
+		own[w.Name] = true
 		if ls := s.Stats.LinearFor(w.Name); ls != nil {
 			ls.Hessian = nil
 		}
@@ -259,6 +266,27 @@ func (s *Sequential) Advance(i int, weights map[string][]float32) error {
 			continue // the output layer: nothing runs after it
 		}
 		if err := s.m.ReplaceLinear(w.Name, v); err != nil {
+			return err
+		}
+	}
+	var others []string
+	for name := range weights {
+		if !own[name] {
+			others = append(others, name)
+		}
+	}
+	slices.Sort(others) // one order, whatever the map's
+	for _, name := range others {
+		if !strings.HasPrefix(name, fmt.Sprintf("blk.%d.", sg.layer)) || sg.layer == s.Layers() {
+			return fmt.Errorf("%s: stage %d: %s is not a tensor of block %d", s.path, i, name, sg.layer)
+		}
+		var err error
+		if s.Stats.LinearFor(name) != nil {
+			err = s.m.ReplaceLinear(name, weights[name])
+		} else {
+			err = s.m.ReplaceVector(name, weights[name])
+		}
+		if err != nil {
 			return err
 		}
 	}

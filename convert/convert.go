@@ -37,9 +37,10 @@ type Options struct {
 	GPTQ     quantize.GPTQOptions
 	AWQ      quantize.AWQOptions
 	Progress func(done, total int64)
-	// Sequence, with Method gptq and no Stats, is layer-sequential GPTQ: the Hessians come
-	// block by block from a calibration run through the already rounded blocks
-	// (calibrate.NewSequential), never all at once.
+	// Sequence, with Method gptq or awq and no Stats, is layer-sequential GPTQ or AWQ: the
+	// Hessians come stage by stage from a calibration run through the already rounded stages
+	// (calibrate.NewSequential), never all at once; AWQ's scalings are searched from them,
+	// stage by stage (executeSequential).
 	Sequence Sequence
 	// KV overrides metadata keys of the output (llama-quantize --override-kv).
 	KV []KVOverride
@@ -129,10 +130,10 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	}
 	seq := o.Sequence
 	switch {
-	case seq != nil && (method != MethodGPTQ || o.Stats != ""):
-		return nil, problems.Usage(fmt.Errorf("layer-sequential calibration is for --method gptq without --stats"))
+	case seq != nil && (method != MethodGPTQ && method != MethodAWQ || o.Stats != ""):
+		return nil, problems.Usage(fmt.Errorf("layer-sequential calibration is for --method gptq or awq without --stats"))
 	case (method == MethodGPTQ || method == MethodAWQ) && o.Stats == "" && seq == nil:
-		return nil, fmt.Errorf("--method %s needs --stats FILE (gquant calibrate --hessian) or, for gptq, --corpus FILE", method)
+		return nil, fmt.Errorf("--method %s needs --stats FILE (gquant calibrate --hessian) or --corpus FILE", method)
 	}
 	if target && (o.Pure || o.LeaveOutput || o.OutputType != nil || o.TokenEmbdType != nil) {
 		return nil, problems.Usage(fmt.Errorf("--target-bpw and --target-size choose the types themselves: --pure, --leave-output-tensor, --output-tensor-type and --token-embedding-type apply to --scheme"))
@@ -254,7 +255,7 @@ func Convert(dir, out string, o Options) (*Plan, error) {
 	}
 	start := time.Now()
 	if method == MethodAWQ {
-		if plan.Folds, err = PrepareFolds(inv, plan, FoldOptions{AWQ: true, Stats: st, AWQOpt: o.AWQ, Threads: o.Threads,
+		if plan.Folds, err = PrepareFolds(inv, plan, FoldOptions{AWQ: true, Stats: st, AWQOpt: o.AWQ, Threads: o.Threads, Sequential: seq != nil,
 			Grid: func(cols int) quantize.GroupSpec {
 				if cols%32 != 0 { // a row that falls back from Q4_0: searched as 8 bits per channel
 					return quantize.GroupSpec{Bits: 8, Symmetric: true}

@@ -89,7 +89,7 @@ func Execute(inv *Inventory, p *Plan, sink Sink, opts ExecOptions) error {
 	var done atomic.Int64
 	run := func(ts []int, sink Sink) error { return execute(inv, p, ts, sink, opts, &done, total) }
 	if opts.Sequence != nil {
-		return executeSequential(inv, p, sink, opts, run)
+		return executeSequential(inv, p, sink, opts, run, &total)
 	}
 	all := make([]int, len(p.Tensors))
 	for i := range all {
@@ -191,7 +191,7 @@ func execute(inv *Inventory, p *Plan, ts []int, sink Sink, opts ExecOptions, don
 					for _, src := range pt.sources() {
 						inv.release(src)
 					}
-					if f, ok := pt.enc.(Finisher); ok {
+					if f, ok := pt.enc.(Finisher); ok && !pt.again {
 						f.Finish()
 					}
 				}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gquant/gquant/formats/stats"
 	"github.com/gquant/gquant/internal/mapped"
+	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/quantize"
 	"github.com/gquant/gquant/runtime/arch"
 )
@@ -125,22 +126,44 @@ type FoldOptions struct {
 	// Threads bounds the searches run at once (0: 1); they also share a budget of weights in
 	// memory, the largest group's or 256 MB, whichever is more.
 	Threads int
+	// Sequential defers AWQ's searches to layer-sequential execution (ExecOptions.Sequence):
+	// each stage's scaling is searched when the statistics of its input have been collected
+	// through the already rounded stages, and Stats are the Sequence's.
+	Sequential bool
 }
 
 // PrepareFolds searches the scalings (reading the original weights of each group's layers)
 // and attaches them to the plan's tensors: the targets' columns and rounders, the rows or
 // entries of the tensors the division folds into. It returns a line per scaling for the plan.
+// With o.Sequential it searches nothing: it keeps o in the plan for executeSequential, which
+// searches and attaches each stage's scalings in turn and adds their lines to p.Folds.
 func PrepareFolds(inv *Inventory, p *Plan, o FoldOptions) ([]string, error) {
 	if !o.AWQ && o.Smooth == 0 {
 		return nil, nil
 	}
-	byName := map[string]int{}
-	for i := range p.Tensors {
-		byName[p.Tensors[i].Name] = i
+	if o.Sequential {
+		switch {
+		case !o.AWQ:
+			return nil, problems.Usage(fmt.Errorf("--smooth: layer-sequential execution searches AWQ's scales only; SmoothQuant needs --stats FILE"))
+		case inv.Spec.Experts > 0:
+			return nil, problems.Usage(fmt.Errorf("--method awq: layer-sequential AWQ does not take mixtures of experts yet; use --stats FILE (gquant calibrate --hessian)"))
+		}
+		p.seqFolds = &o
+		return nil, nil
 	}
 	var groups []foldGroup
 	for l := 0; l < inv.Spec.Layers; l++ {
 		groups = append(groups, foldGroups(inv.Spec, l, o.AWQ)...)
+	}
+	return searchFolds(inv, p, groups, o)
+}
+
+// searchFolds searches the scalings of groups, several at once, and attaches them to the
+// plan's tensors (PrepareFolds); it returns a line per group.
+func searchFolds(inv *Inventory, p *Plan, groups []foldGroup, o FoldOptions) ([]string, error) {
+	byName := map[string]int{}
+	for i := range p.Tensors {
+		byName[p.Tensors[i].Name] = i
 	}
 	groupBytes := func(g foldGroup) int64 {
 		var n int64

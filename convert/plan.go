@@ -76,6 +76,11 @@ type PlannedTensor struct {
 	values []float32
 	// fold is the AWQ or SmoothQuant scaling folded into the tensor (nil: none).
 	fold *Fold
+	// again marks a tensor that layer-sequential AWQ encodes once for the running model and
+	// again, for the file, once a later stage's scaling is folded into its rows: its encoder
+	// is not finished in between, so its rounder keeps the Hessian it read (the statistics
+	// free it when its stage advances).
+	again bool
 	// offset is added to every value read from an HF checkpoint (arch.Tensor.Offset: Gemma's
 	// norms); row0 is the first row of the source a tensor cut from a fused one starts at.
 	offset float32
@@ -159,6 +164,9 @@ type Plan struct {
 
 	spec                   *arch.Spec
 	allBits, linBits, linN float64
+	// seqFolds, when set, are the options of layer-sequential AWQ: executeSequential searches
+	// each stage's scalings in turn (PrepareFolds with Sequential).
+	seqFolds *FoldOptions
 }
 
 // Spec is the model spec the plan was made for.

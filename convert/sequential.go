@@ -9,7 +9,7 @@ import (
 	"github.com/gquant/gquant/runtime/arch"
 )
 
-// The layer-sequential methods (GPTQ without a statistics file): the calibration text runs
+// The layer-sequential methods (GPTQ and AWQ without a statistics file): the calibration text runs
 // through the model one block at a time. Before block l's tensors are encoded, the Sequence
 // collects the statistics of block l's linear inputs, with the earlier blocks already replaced
 // by their rounded values; once they are encoded, their rounded values, decoded from the bytes
@@ -56,6 +56,7 @@ func (e *ggufEncoder) Decode(bufs [][]byte, rows, cols int, dst []float32) error
 type capture struct {
 	mu   sync.Mutex
 	bufs map[int][][]byte // plan tensor → its buffers
+	drop map[int]bool     // plan tensors whose bytes are kept here only (not the file's yet)
 }
 
 // sink wraps next: the bytes of the tensors in c.bufs are also copied there.
@@ -65,14 +66,28 @@ func (c *capture) sink(next Sink) Sink {
 		if b := c.bufs[t]; b != nil {
 			copy(b[buf][off:], data)
 		}
+		drop := c.drop[t]
 		c.mu.Unlock()
+		if drop {
+			return nil
+		}
 		return next(t, buf, off, data)
 	}
 }
 
+// Layer-sequential AWQ (Plan.seqFolds): each stage's scaling (foldGroups: the attn_norm → q,
+// k, v one at the q/k/v stage, v → attn_output at the o stage, ffn_norm → gate, up at the
+// gate/up stage, up → down at the down stage) is searched, as PrepareFolds does, from the
+// statistics Observe has just collected, and attached before the stage is encoded. What it
+// divides is then encoded at that stage, so that the model the calibration text runs through
+// holds the file's values: a norm (kept back from the tensors of no stage) and, for v and up,
+// the earlier stage's weight, which that stage encoded for the running model only (again: its
+// bytes kept, not written) and which is encoded once more, rows divided, for the file.
+
 // executeSequential runs the plan's tensors stage by stage: those of no stage (embedding,
-// norms) first, then each stage's between Observe and Advance.
-func executeSequential(inv *Inventory, p *Plan, sink Sink, opts ExecOptions, run func(ts []int, sink Sink) error) error {
+// norms) first, then each stage's between Observe and Advance. total is the source bytes
+// Progress counts to, grown by those layer-sequential AWQ encodes twice.
+func executeSequential(inv *Inventory, p *Plan, sink Sink, opts ExecOptions, run func(ts []int, sink Sink) error, total *int64) error {
 	seq := opts.Sequence
 	stages := seq.Stages()
 	at := map[string]int{}
@@ -84,14 +99,43 @@ func executeSequential(inv *Inventory, p *Plan, sink Sink, opts ExecOptions, run
 			}
 		}
 	}
+	fo := p.seqFolds
+	groups := make([][]foldGroup, len(stages)) // the scalings searched at each stage
+	into := map[string]int{}                   // a tensor a scaling divides → the stage of that scaling
+	if fo != nil {
+		for l := 0; l < p.spec.Layers; l++ {
+			for _, g := range foldGroups(p.spec, l, true) {
+				si, ok := at[g.statsKey()]
+				if !ok {
+					return fmt.Errorf("%s: layer-sequential AWQ: no stage rounds %s", g.label, g.statsKey())
+				}
+				groups[si] = append(groups[si], g)
+				for _, t := range g.into {
+					into[t] = si
+				}
+			}
+		}
+	}
 	phases := make([][]int, len(stages)+1) // phases[0]: the tensors of no stage
+	again := make([][]int, len(stages))    // encoded for the running model only, at their stage
 	for i := range p.Tensors {
 		pt := &p.Tensors[i]
 		if pt.fold != nil {
-			return fmt.Errorf("%s: layer-sequential execution does not take folded tensors (AWQ, --smooth)", pt.Name)
+			return fmt.Errorf("%s: layer-sequential execution does not take folded tensors (AWQ's are searched stage by stage; --smooth needs --stats)", pt.Name)
 		}
 		ph := 0
 		if s, ok := at[pt.Name]; ok && len(pt.Shape) >= 2 {
+			ph = s + 1
+		}
+		if s, ok := into[pt.Name]; ok {
+			if ph > s {
+				return fmt.Errorf("%s: layer-sequential AWQ: rounded at stage %d, after the scaling folded into it (stage %d)", pt.Name, ph-1, s)
+			}
+			if ph > 0 {
+				again[ph-1] = append(again[ph-1], i)
+				rows, n := rowsOf(pt)
+				*total += int64(rows * n * 2)
+			}
 			ph = s + 1
 		}
 		phases[ph] = append(phases[ph], i)
@@ -109,8 +153,22 @@ func executeSequential(inv *Inventory, p *Plan, sink Sink, opts ExecOptions, run
 		if err := seq.Observe(si); err != nil {
 			return err
 		}
+		if len(groups[si]) > 0 {
+			o := *fo
+			o.Stats = seq.Statistics()
+			lines, err := searchFolds(inv, p, groups[si], o)
+			if err != nil {
+				return err
+			}
+			p.Folds = append(p.Folds, lines...)
+		}
 		c.mu.Lock()
-		c.bufs = map[int][][]byte{}
+		c.bufs, c.drop = map[int][][]byte{}, map[int]bool{}
+		for _, t := range again[si] {
+			c.drop[t] = true
+			p.Tensors[t].again = true
+		}
+		ts = append(append([]int{}, ts...), again[si]...)
 		for _, t := range ts {
 			pt := &p.Tensors[t]
 			if _, ok := pt.enc.(Decoder); !ok {
@@ -127,6 +185,9 @@ func executeSequential(inv *Inventory, p *Plan, sink Sink, opts ExecOptions, run
 		if err := run(ts, csink); err != nil {
 			return err
 		}
+		for _, t := range again[si] {
+			p.Tensors[t].again = false // finished when encoded for the file
+		}
 		weights := map[string][]float32{}
 		for t, bufs := range c.bufs {
 			pt := &p.Tensors[t]
@@ -141,7 +202,7 @@ func executeSequential(inv *Inventory, p *Plan, sink Sink, opts ExecOptions, run
 				return fmt.Errorf("%s: %w", pt.Name, err)
 			}
 			// Back to the source's row order (the Q/K permutation of llama's GGUF layout).
-			if pt.trans != arch.NoTransform {
+			if pt.trans != arch.NoTransform && len(pt.Shape) >= 2 {
 				src := make([]float32, len(vals))
 				for r := 0; r < rows; r++ {
 					sr := arch.SourceRow(pt.trans, p.spec, r)
@@ -160,7 +221,7 @@ func executeSequential(inv *Inventory, p *Plan, sink Sink, opts ExecOptions, run
 			weights[pt.Name] = vals
 		}
 		c.mu.Lock()
-		c.bufs = nil
+		c.bufs, c.drop = nil, nil
 		c.mu.Unlock()
 		if err := seq.Advance(si, weights); err != nil {
 			return err

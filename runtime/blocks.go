@@ -130,6 +130,26 @@ func (m *Model) ReplaceLinear(name string, w []float32) error {
 	return nil
 }
 
+// ReplaceVector makes the vector name (GGUF name: a norm's weight or a linear layer's bias)
+// values v, for the evaluations that follow: layer-sequential AWQ folds its scalings into
+// them. The values are copied into the model's own vector, which every node reading it shares.
+// The model must have been loaded with Options.Blocks.
+func (m *Model) ReplaceVector(name string, v []float32) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, ok := m.vecs[name]
+	switch {
+	case !m.blocks:
+		return fmt.Errorf("%s: ReplaceVector: the model was not loaded for block-wise evaluation", m.path)
+	case !ok:
+		return fmt.Errorf("%s: ReplaceVector: %s is not a vector of the model", m.path, name)
+	case len(v) != len(old):
+		return fmt.Errorf("%s: ReplaceVector: %s: %d values, want %d", m.path, name, len(v), len(old))
+	}
+	copy(old, v)
+	return nil
+}
+
 // ReleaseBlock drops the matrices that ReplaceLinear gave block l: the block cannot run again.
 func (m *Model) ReleaseBlock(l int) {
 	m.mu.Lock()

@@ -44,7 +44,7 @@ type convertOptions struct {
 	smooth     float64
 	actOrder   bool
 	damp       float64
-	// layer-sequential GPTQ
+	// layer-sequential GPTQ and AWQ
 	ctx, tokens int
 	seed        uint64
 	kv          []string
@@ -85,10 +85,10 @@ func newConvertCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.scheme, "scheme", "f16", "quantization scheme")
 	f.StringVar(&o.format, "format", "gguf", "output format: gguf or gqf (gqf schemes: "+strings.Join(gqfconv.Schemes(), ", ")+")")
 	f.StringVar(&o.encodings, "encodings", "", "gqf: AIMET encodings JSON with the activation encodings (w8a16, w4a16-qnn, w4a8-qnn: 16, 16 and 8 bits)")
-	f.StringVar(&o.corpus, "corpus", "", "calibration text: --method gptq without --stats runs it through the model one layer at a time (layer-sequential GPTQ); gqf: the activation encodings when --encodings is not given")
-	f.IntVar(&o.ctx, "ctx", 0, fmt.Sprintf("layer-sequential GPTQ: chunk length in tokens (0: %d, capped at the model's context)", calibrate.DefaultCtx))
-	f.IntVar(&o.tokens, "tokens", 0, "layer-sequential GPTQ: calibration tokens (0: every full chunk of the corpus)")
-	f.Uint64Var(&o.seed, "seed", 0, "layer-sequential GPTQ: sample chunks at random with this seed (0: the head of the corpus)")
+	f.StringVar(&o.corpus, "corpus", "", "calibration text: --method gptq or awq without --stats runs it through the model one layer at a time (layer-sequential GPTQ or AWQ); gqf: the activation encodings when --encodings is not given")
+	f.IntVar(&o.ctx, "ctx", 0, fmt.Sprintf("layer-sequential GPTQ and AWQ: chunk length in tokens (0: %d, capped at the model's context)", calibrate.DefaultCtx))
+	f.IntVar(&o.tokens, "tokens", 0, "layer-sequential GPTQ and AWQ: calibration tokens (0: every full chunk of the corpus)")
+	f.Uint64Var(&o.seed, "seed", 0, "layer-sequential GPTQ and AWQ: sample chunks at random with this seed (0: the head of the corpus)")
 	f.IntVar(&o.maxLen, "max-len", 0, "gqf: the graph's fixed sequence length (default: the context, at most 128)")
 	f.IntVar(&o.groupSize, "group-size", 128, "gqf w4a16/w4a8: int4 group size (16, 32, 64, 128, 256)")
 	f.BoolVar(&o.sym, "sym", false, "gqf w4a16: symmetric int4 groups (no zero points)")
@@ -140,7 +140,7 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 		o.threads = runtime.NumCPU()
 	}
 	target := o.targetBPW != 0 || o.targetSize != ""
-	sequential := o.method == convert.MethodGPTQ && o.stats == "" && o.corpus != "" && !target
+	sequential := (o.method == convert.MethodGPTQ || o.method == convert.MethodAWQ) && o.stats == "" && o.corpus != "" && !target
 	switch {
 	case target && o.format != "gguf":
 		return usageErr("convert: --target-bpw and --target-size write GGUF")
@@ -162,10 +162,10 @@ func runConvert(cmd *cobra.Command, g *globals, o *convertOptions, dir string) e
 	switch {
 	case o.method == convert.MethodGPTQ && o.stats == "" && o.corpus == "":
 		return usageErr("convert: --method gptq needs --stats FILE (gquant calibrate --hessian) or --corpus FILE (layer-sequential)")
-	case o.method == convert.MethodAWQ && o.stats == "":
-		return usageErr("convert: --method awq needs --stats FILE (gquant calibrate --hessian)")
+	case o.method == convert.MethodAWQ && o.stats == "" && o.corpus == "":
+		return usageErr("convert: --method awq needs --stats FILE (gquant calibrate --hessian) or --corpus FILE (layer-sequential)")
 	case !sequential && !target && (cmd.Flags().Changed("ctx") || cmd.Flags().Changed("tokens") || cmd.Flags().Changed("seed")):
-		return usageErr("convert: --ctx, --tokens and --seed apply to layer-sequential GPTQ (--method gptq --corpus FILE, no --stats)")
+		return usageErr("convert: --ctx, --tokens and --seed apply to layer-sequential GPTQ and AWQ (--method gptq|awq --corpus FILE, no --stats)")
 	case o.ctx < 0 || o.tokens < 0:
 		return usageErr("convert: --ctx and --tokens must not be negative")
 	}
@@ -336,7 +336,7 @@ func runConvertGQF(cmd *cobra.Command, g *globals, o *convertOptions, dir string
 		}
 		opts.Stats, opts.StatsPath = st, o.stats
 	}
-	if o.method == convert.MethodGPTQ && o.stats == "" && !o.dryRun {
+	if (o.method == convert.MethodGPTQ || o.method == convert.MethodAWQ) && o.stats == "" && !o.dryRun {
 		seq, err := openSequence(cmd, g, o, dir)
 		if err != nil {
 			return optionErr("convert", err)
@@ -384,7 +384,8 @@ func recordedCommand(args []string) string {
 	return strings.Join(out, " ")
 }
 
-// openSequence loads the model for layer-sequential GPTQ over --corpus (calibrate.Sequential).
+// openSequence loads the model for layer-sequential GPTQ or AWQ over --corpus
+// (calibrate.Sequential).
 func openSequence(cmd *cobra.Command, g *globals, o *convertOptions, dir string) (*calibrate.Sequential, error) {
 	seq, err := calibrate.NewSequential(dir, calibrate.Options{Corpus: o.corpus, Ctx: o.ctx, Tokens: o.tokens, Seed: o.seed, Threads: o.threads})
 	if err != nil {
@@ -392,7 +393,7 @@ func openSequence(cmd *cobra.Command, g *globals, o *convertOptions, dir string)
 	}
 	if !g.quiet {
 		stderr := cmd.ErrOrStderr()
-		fmt.Fprintf(stderr, "layer-sequential GPTQ: %d calibration tokens through %d layers\n", seq.Tokens(), seq.Layers())
+		fmt.Fprintf(stderr, "layer-sequential %s: %d calibration tokens through %d layers\n", strings.ToUpper(o.method), seq.Tokens(), seq.Layers())
 	}
 	return seq, nil
 }

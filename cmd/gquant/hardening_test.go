@@ -468,19 +468,36 @@ func TestInputTruncatedWhileMapped(t *testing.T) {
 	}
 }
 
-// Layer-sequential GPTQ from the command line (--method gptq --corpus, no --stats) writes a
-// gqf file and a GGUF that verify reads, and says what it ran.
+// Layer-sequential GPTQ and AWQ from the command line (--method gptq|awq --corpus, no --stats)
+// write a gqf file and a GGUF that verify reads, and say what they ran; what they cannot do is
+// refused in one line.
 func TestConvertLayerSequential(t *testing.T) {
 	dir := t.TempDir()
-	for _, c := range []struct{ format, scheme, out string }{{"gqf", "w4a16", "m.gqf"}, {"gguf", "q4_0", "m.gguf"}} {
-		out := filepath.Join(dir, c.out)
-		code, _, stderr := run("convert", stories260k, "--format", c.format, "--scheme", c.scheme, "--method", "gptq",
-			"--corpus", calibCorpus, "--ctx", "64", "--tokens", "256", "--threads", "2", "-o", out)
-		if code != exitOK || !strings.Contains(stderr, "layer-sequential GPTQ: 256 calibration tokens through") {
-			t.Fatalf("%s: exit %d: %s", c.out, code, stderr)
+	for _, method := range []string{"gptq", "awq"} {
+		for _, c := range []struct{ format, scheme, out string }{{"gqf", "w4a16", "m.gqf"}, {"gguf", "q4_0", "m.gguf"}} {
+			out := filepath.Join(dir, method+"-"+c.out)
+			code, _, stderr := run("convert", stories260k, "--format", c.format, "--scheme", c.scheme, "--method", method,
+				"--corpus", calibCorpus, "--ctx", "64", "--tokens", "256", "--threads", "2", "-o", out)
+			if code != exitOK || !strings.Contains(stderr, "layer-sequential "+strings.ToUpper(method)+": 256 calibration tokens through") {
+				t.Fatalf("%s: exit %d: %s", out, code, stderr)
+			}
+			if code, _, stderr := run("verify", out, "--ref", stories260k, "--corpus", evalCorpus, "--ctx", "64", "--chunks", "2", "--gen", "0"); code != exitOK {
+				t.Fatalf("verify %s: exit %d: %s", out, code, stderr)
+			}
 		}
-		if code, _, stderr := run("verify", out, "--ref", stories260k, "--corpus", evalCorpus, "--ctx", "64", "--chunks", "2", "--gen", "0"); code != exitOK {
-			t.Fatalf("verify %s: exit %d: %s", c.out, code, stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--scheme", "q4_k_m", "--method", "awq"}, exitUsage, "GGUF output carries AWQ weights exactly only as q4_0"},
+		{[]string{"--format", "gqf", "--scheme", "w4a8", "--method", "gptq", "--smooth", "0.5"}, exitUsage, "SmoothQuant needs --stats FILE"},
+	} {
+		args := append([]string{"convert", stories260k, "-q", "--corpus", calibCorpus, "--ctx", "64", "--tokens", "256", "-o", filepath.Join(dir, "bad")}, c.args...)
+		code, _, stderr := run(args...)
+		if code != c.code || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: exit %d, stderr %q", c.args, code, stderr)
 		}
 	}
 }

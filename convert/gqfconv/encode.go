@@ -31,8 +31,8 @@ type policy struct {
 // newPolicy checks the options against the scheme and the statistics against the model.
 func newPolicy(inv *convert.Inventory, sch scheme, o *Options) (*policy, error) {
 	if o.Sequence != nil {
-		if o.Method != convert.MethodGPTQ || o.Stats != nil {
-			return nil, problems.Usage(fmt.Errorf("layer-sequential calibration is for --method gptq without --stats"))
+		if o.Method != convert.MethodGPTQ && o.Method != convert.MethodAWQ || o.Stats != nil {
+			return nil, problems.Usage(fmt.Errorf("layer-sequential calibration is for --method gptq or awq without --stats"))
 		}
 		o.Stats = o.Sequence.Statistics()
 	}
@@ -445,7 +445,10 @@ func decodeBufs(t *gqf.Tensor, bufs [][]byte, rows int, dst []float32) error {
 	return gqf.DecodeRows(t, b, 0, rows, dst)
 }
 
-func (e *floatEnc) Decode(bufs [][]byte, rows, _ int, dst []float32) error {
+func (e *floatEnc) Decode(bufs [][]byte, rows, cols int, dst []float32) error {
+	if len(e.t.Shape) <= 1 {
+		rows *= cols // a vector (a norm layer-sequential AWQ folds into): gqf's rows are its elements
+	}
 	return decodeBufs(e.t, bufs, rows, dst)
 }
 

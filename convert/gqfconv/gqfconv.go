@@ -41,8 +41,8 @@ type Options struct {
 	// weight is read; StatsPath is the file they came from (hashed into the provenance).
 	Stats     *stats.Stats
 	StatsPath string
-	// Sequence, with Method gptq and no Stats, is layer-sequential GPTQ (convert.Options'
-	// Sequence): Stats become its statistics, filled block by block.
+	// Sequence, with Method gptq or awq and no Stats, is layer-sequential GPTQ or AWQ
+	// (convert.Options' Sequence): Stats become its statistics, filled stage by stage.
 	Sequence convert.Sequence
 	// GroupSize is the int4 group of w4a16 and w4a8 (0: 128); rows that are not a whole number
 	// of groups take the largest smaller group that fits (down to 16), else 8-bit per channel.
@@ -236,7 +236,7 @@ func Convert(dir, out string, o Options) (*convert.Plan, error) {
 	start := time.Now()
 	if pol.method == convert.MethodAWQ || o.Smooth != 0 {
 		if plan.Folds, err = convert.PrepareFolds(inv, plan, convert.FoldOptions{AWQ: pol.method == convert.MethodAWQ, Smooth: o.Smooth,
-			Stats: o.Stats, AWQOpt: o.AWQ, Grid: pol.searchSpec, Threads: pol.threads}); err != nil {
+			Stats: o.Stats, AWQOpt: o.AWQ, Grid: pol.searchSpec, Threads: pol.threads, Sequential: o.Sequence != nil}); err != nil {
 			return nil, err
 		}
 	}
