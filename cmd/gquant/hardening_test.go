@@ -176,7 +176,7 @@ func TestUsageErrors(t *testing.T) {
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--keep", "((", "-o", out},
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--group-size", "0", "-o", out},
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--method", "gptq", "-o", out},
-		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--method", "awq", "--corpus", calibCorpus, "-o", out},
+		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--method", "awq", "--corpus", calibCorpus, "--tokens", "-1", "-o", out},
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--method", "rtn", "--ctx", "64", "-o", out},
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w4a16", "--method", "gptq", "--corpus", calibCorpus, "--tokens", "-1", "-o", out},
 		{"convert", stories260k, "--format", "gqf", "--scheme", "w8a16", "--range", "percentile", "--percentile", "150", "--corpus", calibCorpus, "-o", out},
