@@ -24,6 +24,7 @@ type benchOptions struct {
 	jsonOut string
 	kernels string
 	acts    string
+	force   bool
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -43,7 +44,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if o.jsonOut != "" && o.jsonOut != stdoutName {
-				if err := checkOutputs(false, []string{args[0]}, o.jsonOut); err != nil {
+				if err := checkOutputs(o.force, []string{args[0]}, o.jsonOut); err != nil {
 					return err
 				}
 			}
@@ -69,6 +70,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	f.IntVarP(&o.reps, "r", "r", 3, "repetitions of each test")
 	addThreadsFlag(f, &o.threads)
 	addJSONFlag(f, &o.jsonOut, "the measurements")
+	f.BoolVar(&o.force, "force", false, "overwrite an existing --json file")
 	addActsFlag(cmd, &o.acts)
 	f.StringVar(&o.kernels, "kernels", "", "kernel implementation to measure (default: the best this CPU runs; one of "+strings.Join(kernels.Impls(), ", ")+")")
 	return cmd

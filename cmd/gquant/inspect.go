@@ -21,6 +21,7 @@ import (
 type inspectOptions struct {
 	jsonOut string
 	all     bool
+	force   bool
 }
 
 func newInspectCmd(g *globals) *cobra.Command {
@@ -31,7 +32,7 @@ func newInspectCmd(g *globals) *cobra.Command {
 		Args:  argsN(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.jsonOut != "" && o.jsonOut != stdoutName {
-				if err := checkOutputs(false, []string{args[0]}, o.jsonOut); err != nil {
+				if err := checkOutputs(o.force, []string{args[0]}, o.jsonOut); err != nil {
 					return err
 				}
 			}
@@ -40,6 +41,7 @@ func newInspectCmd(g *globals) *cobra.Command {
 	}
 	addJSONFlag(cmd.Flags(), &o.jsonOut, "the inspection")
 	cmd.Flags().BoolVar(&o.all, "all", false, "print long arrays whole")
+	cmd.Flags().BoolVar(&o.force, "force", false, "overwrite an existing --json file")
 	return cmd
 }
 

@@ -166,6 +166,32 @@ func TestConvertExitCodesAndForce(t *testing.T) {
 	}
 }
 
+// bench and inspect refuse to replace an existing --json file, as every verb does with its
+// outputs, and replace it with --force.
+func TestJSONOutputForce(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"inspect", stories260k},
+		{"bench", stories260k, "-p", "8", "-n", "2", "-r", "1", "--threads", "1"},
+	} {
+		out := filepath.Join(dir, args[0]+".json")
+		if err := os.WriteFile(out, []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := run(append(args, "--json", out)...)
+		assertExit(t, code, exitError, stderr, "output exists (use --force to overwrite)")
+		if b, _ := os.ReadFile(out); string(b) != "old" {
+			t.Errorf("%s: the existing file was changed without --force", args[0])
+		}
+		if code, _, stderr := run(append(args, "--json", out, "--force")...); code != 0 {
+			t.Fatalf("%s --force: exit %d (%s)", args[0], code, stderr)
+		}
+		if b, _ := os.ReadFile(out); !json.Valid(b) {
+			t.Errorf("%s --force: %s is not the JSON report", args[0], out)
+		}
+	}
+}
+
 func TestConvertDryRunJSON(t *testing.T) {
 	code, out, e := run("convert", "../../testdata/models/stories260k", "--scheme", "q4_k_m", "--dry-run", "--json", "-")
 	if code != 0 {
