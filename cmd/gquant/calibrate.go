@@ -105,6 +105,8 @@ func (o *calibrateOptions) checkUsage() error {
 		return usageErr("calibrate: --ctx: must not be negative, got %d", o.ctx)
 	case o.stats != "" && o.hessian:
 		return usageErr("calibrate: --hessian needs a run over a corpus, not --stats")
+	case o.hessian && o.out == "":
+		return usageErr("calibrate: --hessian: the Hessians are written to -o STATS only; give -o (--imatrix and --encodings do not hold them)")
 	case o.stats != "" && o.shard != "":
 		return usageErr("calibrate: --shard needs a run over a corpus, not --stats")
 	case o.linearOnly && o.encodings != "":

@@ -175,6 +175,12 @@ func TestCalibrateLinearOnly(t *testing.T) {
 	assertExit(t, code, exitError, stderr, "no activation statistics")
 	code, _, stderr = run("calibrate", calModel, "--corpus", calCorpus, "--linear-only", "--w8a16", "--encodings", p("e.json"))
 	assertExit(t, code, exitUsage, stderr, "--linear-only records no activation ranges")
+	// Hessians go to a statistics file only: without -o they would be computed and dropped.
+	code, _, stderr = run("calibrate", calModel, "--corpus", calCorpus, "--hessian", "--imatrix", p("h.gguf"))
+	assertExit(t, code, exitUsage, stderr, "--hessian: the Hessians are written to -o STATS only")
+	if _, err := os.Stat(p("h.gguf")); err == nil {
+		t.Error("calibrate --hessian without -o wrote its imatrix")
+	}
 
 	for i, extra := range [][]string{{"--linear-only"}, nil} {
 		args := append([]string{"calibrate", calModel, "--corpus", calCorpus, "--ctx", "64", "--tokens", "256", "-q",
