@@ -13,7 +13,7 @@ import (
 
 // BenchmarkStressRows quantizes the 512×256 stress rows (stressInput, the rows the C harness
 // regenerates) with the grid and ternary encoders, single-threaded, plain and with the stress
-// imatrix, and reports MB/s of float32 input, by wall time and by process CPU time
+// imatrix, and reports MB/s of float32 input, by wall time and by the thread's CPU time (threadCPUClock)
 // (cpuMB/s). When GQUANT_GGML_MBPS names a file of "<ggml type name> <plain|imat> <cpu MB/s>
 // …" lines, ggml_quantize_chunk's speed on the same rows measured by CPU time in the same run
 // by the harness (testdata/README.md), it also reports x_ggml, gquant's cpuMB/s over ggml's.
@@ -50,17 +50,19 @@ func BenchmarkStressRows(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%s", typ, variant), func(b *testing.B) {
 				e.Quantize(q, src, nrows, n, w) // builds the lattice outside the timing
 				b.SetBytes(int64(4 * len(src)))
-				c0, cpuOK := processCPUTime()
+				now, release := threadCPUClock()
+				defer release()
+				c0 := now()
 				for b.Loop() {
 					e.Quantize(q, src, nrows, n, w)
 				}
-				c1, _ := processCPUTime()
+				cpu := now() - c0
 				mb := float64(4*len(src)) * float64(b.N) / 1e6
-				if cpuOK && c1 > c0 {
-					b.ReportMetric(mb/(c1-c0).Seconds(), "cpuMB/s")
+				if cpu > 0 {
+					b.ReportMetric(mb/cpu.Seconds(), "cpuMB/s")
 				}
-				if base := ggml[ggmlNames[typ]+"/"+variant]; base > 0 && cpuOK && c1 > c0 {
-					b.ReportMetric(mb/(c1-c0).Seconds()/base, "x_ggml")
+				if base := ggml[ggmlNames[typ]+"/"+variant]; base > 0 && cpu > 0 {
+					b.ReportMetric(mb/cpu.Seconds()/base, "x_ggml")
 				}
 			})
 		}
