@@ -163,15 +163,22 @@ func liveStats(ref, test []float32, next int) posStats {
 		peak = max(peak, math.Abs(x))
 	}
 	ps.logits = energy{signal: sig, noise: noise, peak: peak, n: len(ref)}
-	mx, my := float64(mr), float64(mt)
-	sx, sy, w := kernels.ExpSums(ref, test, mx, my)
-	lx, ly := mx+math.Log(sx), my+math.Log(sy) // NaN when a logit is (a NaN maximum or sum)
-	ps.kl = w/sx + (ly - lx)
+	var lx, ly float64
+	ps.kl, lx, ly = softmaxKL(ref, test, float64(mr), float64(mt))
 	ps.sameTop = ir == it
 	lp, lq := float64(ref[next])-lx, float64(test[next])-ly
 	ps.dp = math.Exp(lq) - math.Exp(lp)
 	ps.nllRef, ps.nllTst = -lp, -lq
 	return ps
+}
+
+// softmaxKL returns KL(softmax(x) ‖ softmax(y)) = w/sx + lse(y) − lse(x) and the log-sum-exps
+// lse(x), lse(y), from the rows' maxima mx, my and kernels.ExpSums' sums (liveStats has the
+// derivation); NaN when a logit is.
+func softmaxKL(x, y []float32, mx, my float64) (kl, lx, ly float64) {
+	sx, sy, w := kernels.ExpSums(x, y, mx, my)
+	lx, ly = mx+math.Log(sx), my+math.Log(sy)
+	return w/sx + (ly - lx), lx, ly
 }
 
 // AddCached adds one scored position from a stored reference row (llama-perplexity's uint16

@@ -41,7 +41,6 @@ type Probe struct {
 	at     int
 	sha    string
 	corpus string
-	lp, lq []float64
 	// delta, while the token embedding is replaced, is new − old per row (vocab × hidden);
 	// toks and pos are the window being evaluated and the next position the hook sees.
 	delta []float32
@@ -107,8 +106,6 @@ func NewProbe(path string, o ProbeOptions) (*Probe, error) {
 		return nil, fmt.Errorf("%s: %v", o.Corpus, err)
 	}
 	p.st = m.NewState(ctx)
-	V := m.Vocab()
-	p.lp, p.lq = make([]float64, V), make([]float64, V)
 	p.ref = make([][]float32, p.win.Chunks)
 	for c := range p.ref {
 		lg, err := p.logits(c, 0, nil)
@@ -225,9 +222,9 @@ func (p *Probe) KL(name string, w, orig []float32) (float64, error) {
 			return 0, err
 		}
 		for j := 0; j < n; j++ {
-			LogSoftmax(p.lp, p.ref[c][j*V:(j+1)*V])
-			LogSoftmax(p.lq, lg[j*V:(j+1)*V])
-			sum += KL(p.lp, p.lq)
+			x, y := p.ref[c][j*V:(j+1)*V], lg[j*V:(j+1)*V]
+			kl, _, _ := softmaxKL(x, y, float64(x[Argmax(x)]), float64(y[Argmax(y)]))
+			sum += kl
 		}
 	}
 	if !embd {
