@@ -17,6 +17,7 @@ import (
 	"github.com/gquant/gquant/internal/problems"
 	"github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/arch"
+	"github.com/gquant/gquant/runtime/kernels"
 )
 
 // DefaultCtx is the default chunk length (capped at the model's context length).
@@ -43,6 +44,12 @@ type Options struct {
 	Seed   uint64
 	// Threads is the number of workers (0: one per CPU).
 	Threads int
+	// Acts is the activation arithmetic of the model's products (runtime.Options.Mode):
+	// kernels.ActDefault runs F32, F16 and BF16 weights with float32 activations;
+	// kernels.ActQuant as llama.cpp (and llama-imatrix) does, activations rounded to bf16 for
+	// BF16 weights (VDPBF16PS where the CPU has it: 1.6 times the speed of --imatrix on this
+	// project's reference machine: docs/runtime.md). Recorded in the statistics (Meta.Acts).
+	Acts kernels.ActMode
 	// Hessian collects XᵀX of every linear layer's input.
 	Hessian bool
 	// FoldChunks is the fold group of the Hessians (stats.Meta.FoldChunks): the chunks
@@ -154,7 +161,7 @@ func Calibrate(path string, o Options) (*Result, error) {
 	if o.LinearOnly {
 		hooks.Activation = nil // no graph point is observed: the fused fast path everywhere
 	}
-	m, err := runtime.Load(path, runtime.Options{Threads: threads, Hooks: hooks, Format: o.Format})
+	m, err := runtime.Load(path, runtime.Options{Threads: threads, Hooks: hooks, Format: o.Format, Mode: o.Acts})
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +215,9 @@ func Calibrate(path string, o Options) (*Result, error) {
 		WindowChunks: len(chunks), WindowTokens: windowTokens,
 		Shards: shard.Count, ShardIndex: []int{shard.Index}, ChunkSet: []stats.ChunkRange{part},
 		FoldChunks: fold,
+	}
+	if o.Acts != kernels.ActDefault {
+		meta.Acts = o.Acts.String()
 	}
 	if o.LinearOnly {
 		model.Points = nil

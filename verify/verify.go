@@ -34,6 +34,7 @@ type Options struct {
 	Threads  int                                           // runtime workers (0: one per CPU)
 	Progress func(done, total int)                         // windows done; may be nil
 	Open     func(path string, threads int) (Model, error) // model loader; nil: OpenRuntime
+	OpenRef  func(path string, threads int) (Model, error) // the reference's loader; nil: Open
 }
 
 // DefaultCtx is the window length when none is given (llama-perplexity's default).
@@ -48,6 +49,10 @@ func Run(o Options) (rep *Report, err error) {
 	open := o.Open
 	if open == nil {
 		open = OpenRuntime
+	}
+	openRef := o.OpenRef
+	if openRef == nil {
+		openRef = open
 	}
 	test, err := open(o.Artifact, o.Threads)
 	if err != nil {
@@ -81,7 +86,7 @@ func Run(o Options) (rep *Report, err error) {
 	needGreedyRef := o.Gen > 0 && (kld == nil || kld.Meta == nil || kld.Meta.Greedy == nil)
 	var ref Model
 	if o.Ref != "" && (kld == nil || needGreedyRef) {
-		if ref, err = open(o.Ref, o.Threads); err != nil {
+		if ref, err = openRef(o.Ref, o.Threads); err != nil {
 			return nil, err
 		}
 		defer ref.Close()

@@ -16,8 +16,9 @@ func addActsFlag(cmd *cobra.Command, dst *string) {
 	cmd.Flags().StringVar(dst, "acts", "default", actsUsage)
 }
 
-// parseActs turns --acts into an activation mode; verb names the command in the error.
-func parseActs(verb, s string) (kernels.ActMode, error) {
+// parseActs turns --acts (or verify's --ref-acts: flag) into an activation mode; verb names
+// the command in the error.
+func parseActs(verb, flag, s string) (kernels.ActMode, error) {
 	switch s {
 	case "default":
 		return kernels.ActDefault, nil
@@ -26,5 +27,5 @@ func parseActs(verb, s string) (kernels.ActMode, error) {
 	case "quant":
 		return kernels.ActQuant, nil
 	}
-	return 0, usageErr("%s: --acts: %q is not default, float or quant", verb, s)
+	return 0, usageErr("%s: %s: %q is not default, float or quant", verb, flag, s)
 }

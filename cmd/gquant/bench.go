@@ -51,7 +51,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 			if o.reps < 1 {
 				return usageErr("bench: -r: must be at least 1, got %d", o.reps)
 			}
-			if _, err := parseActs("bench", o.acts); err != nil {
+			if _, err := parseActs("bench", "--acts", o.acts); err != nil {
 				return err
 			}
 			if o.kernels != "" {
@@ -97,7 +97,7 @@ type benchResult struct {
 }
 
 func runBench(stdout io.Writer, o *benchOptions, model string) error {
-	mode, err := parseActs("bench", o.acts)
+	mode, err := parseActs("bench", "--acts", o.acts)
 	if err != nil {
 		return err
 	}

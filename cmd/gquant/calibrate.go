@@ -24,7 +24,7 @@ func init() { extraCommands = append(extraCommands, newCalibrateCmd) }
 // calibrateOptions are the flags of gquant calibrate.
 type calibrateOptions struct {
 	corpus, out, imatrix, encodings, stats string
-	shard                                  string
+	shard, acts                            string
 	tokens, ctx, threads                   int
 	seed                                   uint64
 	hessian, processOutput, w8a16, force   bool
@@ -70,6 +70,7 @@ func newCalibrateCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.linearOnly, "linear-only", false, "-o: record the linear layers' input statistics only (Σx², and with --hessian XᵀX: what imatrix, GPTQ and AWQ read), not the activation ranges of every graph point that gqf's QNN schemes need; the pass costs about what --imatrix does")
 	f.StringVar(&o.hessianMem, "hessian-mem", "4G", "memory for Hessians at once with -o; more passes over the corpus when they do not fit")
 	f.IntVar(&o.threads, "threads", 0, "worker threads (0: one per CPU)")
+	addActsFlag(cmd, &o.acts)
 	f.BoolVar(&o.w8a16, "w8a16", false, "compute QNN w8a16 encodings (--scheme w8a16; needs --encodings)")
 	f.StringVar(&o.scheme, "scheme", "", "compute the encodings of this QNN scheme: "+strings.Join(calibrate.QNNSchemes(), ", ")+" (needs --encodings)")
 	f.StringVar(&o.encodings, "encodings", "", "write AIMET encodings JSON (with --w8a16 or --scheme)")
@@ -111,6 +112,8 @@ func (o *calibrateOptions) checkUsage() error {
 		return usageErr("calibrate: --shard needs a run over a corpus, not --stats")
 	case o.linearOnly && o.encodings != "":
 		return usageErr("calibrate: --linear-only records no activation ranges, which --encodings needs")
+	case o.acts != "default" && o.stats != "":
+		return usageErr("calibrate: --acts applies to a run over a corpus, not --stats")
 	case o.linearOnly && o.stats != "":
 		return usageErr("calibrate: --linear-only applies to a run over a corpus, not --stats")
 	case o.encVersion != encodings.V1 && o.encVersion != encodings.V061:
@@ -148,6 +151,10 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 	if err != nil {
 		return usageErr("calibrate: --hessian-mem: %v", err)
 	}
+	acts, err := parseActs("calibrate", "--acts", o.acts)
+	if err != nil {
+		return err
+	}
 	var shard calibrate.Shard
 	if o.shard != "" {
 		if shard, err = calibrate.ParseShard(o.shard); err != nil {
@@ -177,7 +184,7 @@ func runCalibrate(stderr io.Writer, g *globals, o *calibrateOptions, model strin
 	} else {
 		opts := calibrate.Options{
 			Corpus: o.corpus, Ctx: o.ctx, Tokens: o.tokens, Seed: o.seed, Threads: o.threads,
-			Hessian: o.hessian, HessianMemory: hmem, Shard: shard,
+			Hessian: o.hessian, HessianMemory: hmem, Shard: shard, Acts: acts,
 			// Only an imatrix wanted, or asked for: the linear inputs are all it needs.
 			LinearOnly: o.linearOnly || o.out == "" && o.encodings == "",
 		}

@@ -1533,6 +1533,15 @@ func catalogue() []catCase {
 		usage("calibrate/shard-not-a-pair", `calibrate: --shard: "1-4" is not I/N`, func(e *catEnv) []string {
 			return []string{"calibrate", stories260k, "--corpus", calibCorpus, "--shard", "1-4", "-o", e.o("s.gguf")}
 		}),
+		usage("calibrate/acts-with-stats", "calibrate: --acts applies to a run over a corpus, not --stats", func(e *catEnv) []string {
+			return []string{"calibrate", stories260k, "--stats", e.fx.stats, "--acts", "quant", "--imatrix", e.o("i.gguf")}
+		}),
+		usage("verify/ref-acts-with-ref-logits", "verify: --ref-acts: the reference is not run with --ref-logits", func(e *catEnv) []string {
+			return []string{"verify", e.fx.q8, "--ref-logits", e.fx.q8, "--ref-acts", "quant"}
+		}),
+		usage("verify/ref-acts-unknown", `verify: --ref-acts: "bf16" is not default, float or quant`, func(e *catEnv) []string {
+			return []string{"verify", e.fx.q8, "--ref", stories260k, "--corpus", evalCorpus, "--ref-acts", "bf16"}
+		}),
 		usage("calibrate/shard-with-stats", "calibrate: --shard needs a run over a corpus, not --stats", func(e *catEnv) []string {
 			return []string{"calibrate", stories260k, "--stats", e.fx.stats, "--shard", "0/2", "-o", e.o("s.gguf")}
 		}),

@@ -49,7 +49,7 @@ func newRunCmd(g *globals) *cobra.Command {
 			if !(o.temp >= 0) || math.IsInf(o.temp, 1) {
 				return usageErr("run: --temp: must be a finite number ≥ 0, got %g", o.temp)
 			}
-			if _, err := parseActs("run", o.acts); err != nil {
+			if _, err := parseActs("run", "--acts", o.acts); err != nil {
 				return err
 			}
 			return runRun(cmd.OutOrStdout(), o, args[0], args[1])
@@ -69,7 +69,7 @@ func newRunCmd(g *globals) *cobra.Command {
 
 // runRun generates and streams text.
 func runRun(stdout io.Writer, o *runOptions, model, prompt string) error {
-	mode, err := parseActs("run", o.acts)
+	mode, err := parseActs("run", "--acts", o.acts)
 	if err != nil {
 		return err
 	}

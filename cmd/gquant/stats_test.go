@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gquant/gquant/formats/stats"
 )
 
 // The acceptance of sharded calibration: calibrate --shard 0/2 and 1/2, merged, give the
@@ -62,6 +65,26 @@ func TestStatsMergeShardsCLI(t *testing.T) {
 		t.Errorf("imatrix merge reports %q", e)
 	}
 
+	// A shard in llama.cpp's arithmetic (--acts quant) records it and does not merge with one
+	// in float32 activations.
+	must(append(cal, "--shard", "1/2", "--acts", "quant", "-o", p("q1.stats"))...)
+	q1, err := stats.Read(p("q1.stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := stats.Read(p("s1.stats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q1.Meta.Acts != "quant" || s1.Meta.Acts != "" {
+		t.Errorf("calibration.acts: %q with --acts quant, %q without", q1.Meta.Acts, s1.Meta.Acts)
+	}
+	// The arithmetic changed: the last layer's input sums differ (stories3m is BF16).
+	lq, ls := q1.Linear[len(q1.Linear)-1], s1.Linear[len(s1.Linear)-1]
+	if lq.Weight != ls.Weight || slices.Equal(lq.Sum2, ls.Sum2) {
+		t.Errorf("%s: the same Σx² with --acts quant as without", lq.Weight)
+	}
+
 	// Refusals: one line, exit 1 (2 for usage), nothing written.
 	out := t.TempDir()
 	o := filepath.Join(out, "m.stats")
@@ -73,6 +96,8 @@ func TestStatsMergeShardsCLI(t *testing.T) {
 		{[]string{"stats", "merge", p("s0.stats"), p("s0.stats"), "-o", o}, exitError, "s0.stats: calibration.chunk_set: chunks 0–4 are also in"},
 		{[]string{"stats", "merge", p("s0.stats"), "-o", o}, exitError, "s0.stats: calibration.chunk_set: the inputs hold 5 of the 10 chunks, shard 1 of 2 (chunks 5–9) missing"},
 		{[]string{"stats", "merge", p("s0.stats"), p("i1.gguf"), "-o", o}, exitError, "i1.gguf: general.type: a llama.cpp imatrix, but"},
+		{[]string{"stats", "merge", p("s0.stats"), p("q1.stats"), "-o", o}, exitError, "q1.stats: calibration.acts: quant, but default in"},
+		{append(cal, "--acts", "int8", "-o", o), exitUsage, `calibrate: --acts: "int8" is not default, float or quant`},
 		{[]string{"stats", "merge", p("s0.stats"), p("s1.stats"), "-o", p("full.stats")}, exitError, "full.stats"},
 		{[]string{"stats", "merge", p("s0.stats"), p("s1.stats"), "-o", p("s1.stats"), "--force"}, exitError, "s1.stats"},
 		{[]string{"stats", "merge", p("s0.stats"), p("s1.stats")}, exitUsage, "stats merge: -o OUT is required"},

@@ -30,7 +30,7 @@ type verifyOptions struct {
 	saveRef, refLogits string
 	threads            int
 	force              bool
-	acts               string
+	acts, refActs      string
 }
 
 func newVerifyCmd(g *globals) *cobra.Command {
@@ -66,6 +66,9 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	addThreadsFlag(f, &o.threads)
 	f.BoolVar(&o.force, "force", false, "overwrite existing output files")
 	addActsFlag(cmd, &o.acts)
+	f.StringVar(&o.refActs, "ref-acts", "default", "the reference's activation arithmetic, as --acts: default (float32 "+
+		"activations for F32, F16 and BF16 weights), float, or quant (llama.cpp's: what llama-perplexity's base pass "+
+		"computes, bf16-rounded activations for a BF16 reference, VDPBF16PS where the CPU has it)")
 	return cmd
 }
 
@@ -86,9 +89,16 @@ func runVerify(cmd *cobra.Command, g *globals, o *verifyOptions, artifact string
 	if err := checkThreads("verify", o.threads); err != nil {
 		return err
 	}
-	mode, err := parseActs("verify", o.acts)
+	mode, err := parseActs("verify", "--acts", o.acts)
 	if err != nil {
 		return err
+	}
+	refMode, err := parseActs("verify", "--ref-acts", o.refActs)
+	if err != nil {
+		return err
+	}
+	if refMode != kernels.ActDefault && o.refLogits != "" {
+		return usageErr("verify: --ref-acts: the reference is not run with --ref-logits")
 	}
 	if o.refLogits == "" && (o.ref == "" || o.corpus == "") {
 		return usageErr("verify: --ref MODEL and --corpus FILE are needed (or --ref-logits FILE, which holds the reference and the tokens)")
@@ -119,13 +129,11 @@ func runVerify(cmd *cobra.Command, g *globals, o *verifyOptions, artifact string
 	if flags.Changed("ctx") {
 		vo.Ctx = o.ctx
 	}
-	if mode != kernels.ActDefault { // the artifact's arithmetic; the reference keeps its own
-		vo.Open = func(path string, threads int) (verify.Model, error) {
-			if path == artifact {
-				return verify.OpenRuntimeMode(path, threads, mode)
-			}
-			return verify.OpenRuntime(path, threads)
-		}
+	vo.Open = func(path string, threads int) (verify.Model, error) { // the artifact
+		return verify.OpenRuntimeMode(path, threads, mode)
+	}
+	vo.OpenRef = func(path string, threads int) (verify.Model, error) {
+		return verify.OpenRuntimeMode(path, threads, refMode)
 	}
 	if o.prompts != "" {
 		b, err := os.ReadFile(o.prompts)

@@ -59,3 +59,44 @@ func TestVerifyExitCodes(t *testing.T) {
 		t.Errorf("missing corpus: exit %d, want %d", code, exitError)
 	}
 }
+
+// TestVerifyRefActs checks that --ref-acts reaches the reference and --acts the artifact:
+// stories260k (BF16) against itself is exact with both in one arithmetic, and differs (KL > 0)
+// when only the reference takes llama.cpp's bf16-rounded activations. --ref-acts has nothing
+// to run with --ref-logits (a usage error).
+func TestVerifyRefActs(t *testing.T) {
+	if _, err := os.Stat(verifyCorpus); err != nil {
+		t.Skip("no evaluation corpus:", err)
+	}
+	dir := t.TempDir()
+	kl := func(name string, extra ...string) float64 {
+		t.Helper()
+		js := filepath.Join(dir, name+".json")
+		args := append([]string{"verify", verifyModel, "--ref", verifyModel, "--corpus", verifyCorpus, "--ctx", "64",
+			"--chunks", "2", "--gen", "0", "--threads", "1", "--json", js}, extra...)
+		var out, errb bytes.Buffer
+		if code := execute(args, &out, &errb); code != exitOK {
+			t.Fatalf("%s: exit %d: %s", strings.Join(args, " "), code, errb.String())
+		}
+		b, err := os.ReadFile(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := verify.ReadReport(b)
+		if err != nil {
+			t.Fatalf("report: %v", err)
+		}
+		return r.KL.Mean
+	}
+	if v := kl("both", "--acts", "quant", "--ref-acts", "quant"); v != 0 {
+		t.Errorf("--acts quant --ref-acts quant: KL %g, want 0 (one arithmetic on both sides)", v)
+	}
+	if v := kl("ref", "--ref-acts", "quant"); !(v > 0) {
+		t.Errorf("--ref-acts quant alone: KL %g, want > 0 (the reference in bf16 activations, the artifact in float32)", v)
+	}
+	var out, errb bytes.Buffer
+	code := execute([]string{"verify", verifyModel, "--ref-logits", filepath.Join(dir, "ref.kld"), "--ref-acts", "quant"}, &out, &errb)
+	if code != exitUsage || !strings.Contains(errb.String(), "verify: --ref-acts: the reference is not run with --ref-logits") {
+		t.Errorf("--ref-acts with --ref-logits: exit %d, %q", code, errb.String())
+	}
+}

@@ -393,6 +393,7 @@ func compatible(a, b *Stats) error {
 		{"shard.count", ma.Shards, mb.Shards},
 		{"hessian", ma.Hessian, mb.Hessian},
 		{"fold_chunks", ma.FoldChunks, mb.FoldChunks},
+		{"acts", actsName(ma.Acts), actsName(mb.Acts)},
 	}
 	for _, k := range keys {
 		if k.va != k.vb {
@@ -408,6 +409,8 @@ func compatible(a, b *Stats) error {
 				what = "statistics with and without Hessians"
 			case k.name == "fold_chunks":
 				what = "Hessians folded in different groups of chunks"
+			case k.name == "acts":
+				what = "statistics of different activation arithmetic"
 			}
 			return fmt.Errorf("%s: %s%s: %v, but %v in %s: %s do not merge", b.name(), keyPrefix, k.name, k.vb, k.va, a.name(), what)
 		}
@@ -538,4 +541,12 @@ func mergeImatrixFiles(inputs []string, out string) (*MergeResult, error) {
 		return nil, err
 	}
 	return &MergeResult{Kind: "imatrix", Chunks: m.ChunkCount}, nil
+}
+
+// actsName names Meta.Acts in messages ("" is the runtime's default).
+func actsName(a string) string {
+	if a == "" {
+		return "default"
+	}
+	return a
 }

@@ -195,6 +195,13 @@ func parseStats(gf *gguf.File) (*Stats, error) {
 		if p := checkShards(m); p != "" {
 			bad("%s", p)
 		}
+		if _, ok := gf.Get(keyActs); ok {
+			a, err := gf.String(keyActs)
+			if err != nil || (a != "quant" && a != "float") {
+				bad("%s: want \"quant\" or \"float\"", keyActs)
+			}
+			m.Acts = a
+		}
 	}
 	shared, err := gf.Strings(keyPrefix + "shared_inputs")
 	if err != nil {

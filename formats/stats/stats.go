@@ -47,6 +47,11 @@ type Meta struct {
 	// that they fold the same groups as one run. 1 without Hessians and in files of version 3
 	// (each chunk folded on its own); 0 when unknown (older files, imatrix files).
 	FoldChunks int
+	// Acts is the activation mode the model ran in (kernels.ActMode's name; calibration.acts):
+	// "" for the runtime's default (float32 activations for F32, F16 and BF16 weights), "quant"
+	// for llama.cpp's arithmetic (bf16- or fp16-rounded activations, int8 blocks for quantized
+	// weights), "float" for float32 with every weight type.
+	Acts string
 }
 
 // OneFold reports whether the statistics cover one fold group (their chunks lie in one range

@@ -33,6 +33,7 @@ const (
 	keyShardIndex   = keyPrefix + "shard.index"
 	keyChunkSet     = keyPrefix + "chunk_set"
 	keyFoldChunks   = keyPrefix + "fold_chunks"
+	keyActs         = keyPrefix + "acts" // written only when not the default
 )
 
 // Tensor suffixes of the statistics file (see the package comment).
@@ -207,6 +208,9 @@ func Create(path string, s *Stats) (*Writer, error) {
 		{Key: keyChunkSet, Value: chunkSet},
 		{Key: keyFoldChunks, Value: u32(m.FoldChunks)},
 	}}
+	if m.Acts != "" {
+		h.KVs = append(h.KVs, gguf.KV{Key: keyActs, Value: m.Acts})
+	}
 	var data [][]byte
 	add := func(name string, t gguf.Type, shape []uint64, b []byte) {
 		h.Tensors = append(h.Tensors, gguf.TensorInfo{Name: name, Type: t, Shape: shape})
