@@ -262,7 +262,7 @@ func (c *collector) linearInput(weight string, x []float32, n, cols int) {
 		c.p2, c.p1 = grow(c.p2, cols), grow(c.p1, cols)
 		clear(c.p2)
 		clear(c.p1)
-		addSums(c.p2, c.p1, ls.AbsMax, x, n, cols)
+		kernels.AddColumnSums(c.p2, c.p1, ls.AbsMax, x, n, cols)
 		// The call's partial sums (one chunk's: the runtime evaluates a chunk in one forward
 		// pass), rounded once to the exact grid: the bits do not depend on what else is summed.
 		if j, ok := stats.FoldFloats(ls.Exact.Sum2, c.p2); !ok {

@@ -157,6 +157,12 @@ func gemmQ6_Kx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byt
 func sumSquaresAsm(x *float32, n int) float64
 
 //go:noescape
+func colSumsAsm(s2, s1 *float64, am *float32, x *float32, n, ld, blocks int)
+
+//go:noescape
+func toBF16Asm(bf *uint16, f *float32, x *float32, n int)
+
+//go:noescape
 func scaleMulAsm(dst, x, w *float32, n int, scale float32)
 
 //go:noescape

@@ -66,8 +66,12 @@ type implTable struct {
 	expSum  func(x *float32, n int, m float64) float64
 
 	sumSquares func(x *float32, n int) float64
-	scaleMul   func(dst, x, w *float32, n int, scale float32)
-	add        func(dst, x *float32, n int)
+	// colSums is AddColumnSums over blocks of 32 columns; toBF16 the bf16 rounding of
+	// Acts.convert (f32ToBF16) for n a multiple of 16. nil: generic Go.
+	colSums  func(s2, s1 *float64, am *float32, x *float32, n, ld, blocks int)
+	toBF16   func(bf *uint16, f *float32, x *float32, n int)
+	scaleMul func(dst, x, w *float32, n int, scale float32)
+	add      func(dst, x *float32, n int)
 }
 
 var genericImpl = &implTable{name: "generic"}

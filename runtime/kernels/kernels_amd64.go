@@ -59,6 +59,8 @@ var avx512Impl = &implTable{
 	expSum:     expSumAsm,
 
 	sumSquares: sumSquaresAsm,
+	colSums:    colSumsAsm,
+	toBF16:     toBF16Asm,
 	scaleMul:   scaleMulAsm,
 	add:        addAsm,
 }

@@ -259,6 +259,11 @@ func (a *Acts) convert(X []float32, t0, t1 int) {
 	case actBF16:
 		if len(a.bf) > 0 {
 			f, bf := a.f[t0*cols:t1*cols], a.bf[t0*cols:t1*cols]
+			if conv := a.impl.toBF16; conv != nil && len(x) >= 16 {
+				n := len(x) &^ 15
+				conv(&bf[0], &f[0], &x[0], n)
+				f, bf, x = f[n:], bf[n:], x[n:]
+			}
 			for i, v := range x {
 				h := f32ToBF16(v)
 				bf[i], f[i] = h, bf16ToF32(h)

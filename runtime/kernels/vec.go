@@ -155,3 +155,32 @@ func Add(dst, x []float32) {
 		dst[i] += v
 	}
 }
+
+// AddColumnSums adds to the per-column statistics of n rows x (cols floats each, row-major):
+// s2[j] += x[t,j]², s1[j] += x[t,j] in float64 (each square exact), in row order, and
+// am[j] = max(am[j], |x[t,j]|) (a NaN leaves am[j] alone). The bits are the same in every
+// implementation. (Calibration's Σx², Σx and max|x| of each linear layer's input.)
+func AddColumnSums(s2, s1 []float64, am []float32, x []float32, n, cols int) {
+	if n <= 0 || cols <= 0 {
+		return
+	}
+	s2, s1, am, x = s2[:cols], s1[:cols], am[:cols], x[:n*cols]
+	j0 := 0
+	if f := current.colSums; f != nil && cols >= 32 {
+		f(&s2[0], &s1[0], &am[0], &x[0], n, cols, cols/32)
+		j0 = cols &^ 31
+	}
+	for t := 0; t < n; t++ {
+		row := x[t*cols : (t+1)*cols]
+		for j := j0; j < cols; j++ {
+			d := float64(row[j])
+			// The explicit conversion keeps d*d from fusing with the addition (the square is
+			// exact anyway).
+			s2[j] += float64(d * d)
+			s1[j] += d
+			if a := float32(math.Abs(d)); a > am[j] {
+				am[j] = a
+			}
+		}
+	}
+}
