@@ -325,3 +325,7 @@ func gemmTQx8(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte,
 
 //go:noescape
 func gemmTQx4(y *float32, ldy int, w *byte, stride, rows, groups int, act *byte, meta *float32, ntok int)
+
+// Peak loops (BenchmarkFloatPeak): n × 16 register-only VDPBF16PS / VFMADD231PS.
+func dpbf16PeakLoop(n int)
+func fmaPeakLoop(n int)

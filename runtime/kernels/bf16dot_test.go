@@ -149,3 +149,62 @@ func BenchmarkBF16Dot(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFloatPeak puts the BF16 prefill products beside this CPU's instruction peaks,
+// measured in the same run on one thread: VFMADD231PS (float32 FMA, 16 multiply-adds) and
+// VDPBF16PS (32 bf16 multiply-adds) in register-only loops, then a 512-token product of a
+// Qwen3-0.6B FFN matrix (3072 × 1024) with float32 activations (ActFloat: widen + FMA, the
+// reference's default) and with bf16-rounded ones (ActQuant: VDPBF16PS, llama.cpp's
+// arithmetic). GFLOP/s count 2 flops per multiply-add; of_peak is the product's fraction of its
+// instruction's peak. A float32-activation product cannot go faster than fma_GFLOP/s, which
+// is half of dpbf16_GFLOP/s where the CPU runs both at one instruction per cycle.
+//
+//	go test -run - -bench FloatPeak ./runtime/kernels/
+func BenchmarkFloatPeak(b *testing.B) {
+	if !hasImpl("avx512vnni") || !avx512Impl.bf16Dot {
+		b.Skip("no AVX512_BF16 on this CPU")
+	}
+	restore, err := SetImpl("avx512vnni")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer restore()
+	const rows, cols, nTok, loops = 3072, 1024, 512, 1 << 22
+	rng := rand.New(rand.NewPCG(2, 5))
+	var data []byte
+	for r := 0; r < rows; r++ {
+		data = append(data, genRow(BF16, cols, rng, 0)...)
+	}
+	m, _ := NewMatrix(BF16, rows, cols, data)
+	X := make([]float32, nTok*cols)
+	for i := range X {
+		X[i] = float32(rng.NormFloat64())
+	}
+	Y := make([]float32, nTok*rows)
+	product := func(mode ActMode) float64 {
+		m.Mode = mode
+		var a Acts
+		m.Prepare(&a, X, nTok)
+		start := time.Now()
+		m.MulActs(Y, &a, 0, rows)
+		return 2 * rows * cols * nTok / time.Since(start).Seconds() / 1e9
+	}
+	var fma, dp, f32, bf float64
+	for b.Loop() {
+		t0 := time.Now()
+		fmaPeakLoop(loops)
+		t1 := time.Now()
+		dpbf16PeakLoop(loops)
+		t2 := time.Now()
+		fma = max(fma, 16*16*2*loops/t1.Sub(t0).Seconds()/1e9)
+		dp = max(dp, 16*32*2*loops/t2.Sub(t1).Seconds()/1e9)
+		f32 = max(f32, product(ActFloat))
+		bf = max(bf, product(ActQuant))
+	}
+	b.ReportMetric(fma, "fma_GFLOP/s")
+	b.ReportMetric(dp, "dpbf16_GFLOP/s")
+	b.ReportMetric(f32, "f32acts_GFLOP/s")
+	b.ReportMetric(f32/fma, "f32acts_of_peak")
+	b.ReportMetric(bf, "bf16acts_GFLOP/s")
+	b.ReportMetric(bf/dp, "bf16acts_of_peak")
+}
