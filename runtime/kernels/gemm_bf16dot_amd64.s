@@ -53,6 +53,13 @@
 #define DPBF16_Z14_Z19_Z22 BYTE $0x62; BYTE $0x32; BYTE $0x66; BYTE $0x40; BYTE $0x52; BYTE $0xF6
 #define DPBF16_Z15_Z19_Z23 BYTE $0x62; BYTE $0x32; BYTE $0x66; BYTE $0x40; BYTE $0x52; BYTE $0xFF
 
+// DPBF16_TILE4X4: the 4 × 4 tile's 16 products, Z(4r+t) += Z(16+r) · Z(20+t) in pairs.
+#define DPBF16_TILE4X4 \
+	DPBF16_Z0_Z16_Z20;  DPBF16_Z1_Z16_Z21;  DPBF16_Z2_Z16_Z22;  DPBF16_Z3_Z16_Z23; \
+	DPBF16_Z4_Z17_Z20;  DPBF16_Z5_Z17_Z21;  DPBF16_Z6_Z17_Z22;  DPBF16_Z7_Z17_Z23; \
+	DPBF16_Z8_Z18_Z20;  DPBF16_Z9_Z18_Z21;  DPBF16_Z10_Z18_Z22; DPBF16_Z11_Z18_Z23; \
+	DPBF16_Z12_Z19_Z20; DPBF16_Z13_Z19_Z21; DPBF16_Z14_Z19_Z22; DPBF16_Z15_Z19_Z23
+
 // func gemvBF16Dot(y *float32, w *byte, stride, rows int, x *uint16, n int)
 //
 // y[i] = Σ_{k<n} w_i[k]·x[k] for rows rows (w_i = w + i·stride bytes); four accumulators.
@@ -179,22 +186,7 @@ gloop:
 	VMOVDQU16 (R13)(R8*1), Z21
 	VMOVDQU16 (R13)(R8*2), Z22
 	VMOVDQU16 (R15), Z23
-	DPBF16_Z0_Z16_Z20
-	DPBF16_Z1_Z16_Z21
-	DPBF16_Z2_Z16_Z22
-	DPBF16_Z3_Z16_Z23
-	DPBF16_Z4_Z17_Z20
-	DPBF16_Z5_Z17_Z21
-	DPBF16_Z6_Z17_Z22
-	DPBF16_Z7_Z17_Z23
-	DPBF16_Z8_Z18_Z20
-	DPBF16_Z9_Z18_Z21
-	DPBF16_Z10_Z18_Z22
-	DPBF16_Z11_Z18_Z23
-	DPBF16_Z12_Z19_Z20
-	DPBF16_Z13_Z19_Z21
-	DPBF16_Z14_Z19_Z22
-	DPBF16_Z15_Z19_Z23
+	DPBF16_TILE4X4
 	ADDQ $64, R12
 	ADDQ $64, R14
 	ADDQ $64, R13
@@ -224,8 +216,9 @@ gloop:
 	RET
 
 // Peak loops for BenchmarkFloatPeak: n iterations of 16 independent instructions on
-// registers (no memory), VDPBF16PS (32 multiply-adds each) and VFMADD231PS (16 each): the
-// two instructions' throughput on this CPU, against which the kernels are measured.
+// registers (no memory), VDPBF16PS (32 multiply-adds each; gemm4x4BF16Dot's tile) and
+// VFMADD231PS (16 each): the two instructions' throughput on this CPU, against which the
+// kernels are measured.
 
 // func dpbf16PeakLoop(n int)
 TEXT ·dpbf16PeakLoop(SB), NOSPLIT, $0-8
@@ -241,22 +234,7 @@ TEXT ·dpbf16PeakLoop(SB), NOSPLIT, $0-8
 	TESTQ CX, CX
 	JEQ  dpdone
 dploop:
-	DPBF16_Z0_Z16_Z20
-	DPBF16_Z1_Z16_Z21
-	DPBF16_Z2_Z16_Z22
-	DPBF16_Z3_Z16_Z23
-	DPBF16_Z4_Z17_Z20
-	DPBF16_Z5_Z17_Z21
-	DPBF16_Z6_Z17_Z22
-	DPBF16_Z7_Z17_Z23
-	DPBF16_Z8_Z18_Z20
-	DPBF16_Z9_Z18_Z21
-	DPBF16_Z10_Z18_Z22
-	DPBF16_Z11_Z18_Z23
-	DPBF16_Z12_Z19_Z20
-	DPBF16_Z13_Z19_Z21
-	DPBF16_Z14_Z19_Z22
-	DPBF16_Z15_Z19_Z23
+	DPBF16_TILE4X4
 	DECQ CX
 	JNE  dploop
 dpdone:
