@@ -105,6 +105,10 @@ func NewSequential(path string, o Options) (*Sequential, error) {
 	s.Stats = all.stats(s.meta)
 	s.Stats.Source = path
 	s.Stats.Reindex()
+	// Each stage's Hessians serve that stage's GPTQ plans once, then Advance drops them: a
+	// weight that is its input's only reader (o, down) may take its Hessian for the plan to
+	// be built in, instead of a copy (stats.TakeHessian).
+	s.Stats.HandOverHessians()
 	s.st = m.NewState(ctx)
 	s.st.SkipLogits(true) // the output layer's input is observed, its product not needed
 	s.stages = stagesOf(spec, s.model.Weights)

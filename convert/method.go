@@ -41,8 +41,11 @@ type Rounder struct {
 	plans map[int]*quantize.GPTQPlan // by group size (kBlockGroup: the K-quants')
 	h     []float64
 	hOK   bool
-	imp   []float32
-	impOK bool
+	// hOwned: h is the rounder's (read from the file, folded, or handed over): a plan may be
+	// built in its memory, after which hUsed is set and h holds nothing else's values.
+	hOwned, hUsed bool
+	imp           []float32
+	impOK         bool
 }
 
 // SetFold tells the rounder that the matrix's columns were multiplied by s (its input divided
@@ -52,7 +55,7 @@ func (r *Rounder) SetFold(s []float32) { r.fold = s }
 // Finish frees what the rounder holds for the whole matrix.
 func (r *Rounder) Finish() {
 	r.mu.Lock()
-	r.plans, r.h, r.hOK, r.imp, r.impOK = nil, nil, false, nil, false
+	r.plans, r.h, r.hOK, r.hOwned, r.hUsed, r.imp, r.impOK = nil, nil, false, false, false, nil, false
 	r.mu.Unlock()
 }
 
@@ -118,14 +121,14 @@ func (r *Rounder) hessian() ([]float64, error) {
 	if r.hOK {
 		return r.h, nil
 	}
-	H, _, err := r.Stats.Hessian(r.Weight)
+	H, _, owned, err := r.Stats.TakeHessian(r.Weight)
 	if err != nil {
 		return nil, err
 	}
 	if H != nil && r.fold != nil {
-		H = quantize.ScaleHessian(H, r.fold)
+		H, owned = quantize.ScaleHessian(H, r.fold), true
 	}
-	r.h, r.hOK = H, true
+	r.h, r.hOK, r.hOwned, r.hUsed = H, true, owned, false
 	return H, nil
 }
 
@@ -155,13 +158,25 @@ func (r *Rounder) gptqPlan(H []float64, group, cols int) (*quantize.GPTQPlan, er
 	if plan := r.plans[key]; plan != nil {
 		return plan, nil
 	}
+	if r.hUsed { // another plan was built in H's memory: fetch H again
+		r.hOK = false
+		var err error
+		if H, err = r.hessian(); err != nil {
+			return nil, err
+		}
+	}
 	opts := r.GPTQ
 	opts.StaticGroups = opts.StaticGroups || opts.ActOrder
 	if key == kBlockGroup || key == block32Group {
 		group = -key
 		opts.ActOrder, opts.StaticGroups, opts.ClipSearch = false, false, true
 	}
-	plan, err := quantize.NewGPTQPlan(H, cols, group, opts)
+	newPlan := quantize.NewGPTQPlan
+	if r.hOwned {
+		// The plan's factor takes H's memory: the Hessian costs its bytes once.
+		newPlan, r.hUsed = quantize.NewGPTQPlanInPlace, true
+	}
+	plan, err := newPlan(H, cols, group, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -140,12 +140,21 @@ type GPTQPlan struct {
 // NewGPTQPlan prepares GPTQ for rows of cols columns quantized in groups of groupSize columns
 // (0: the whole row), given the Hessian H (cols × cols, not modified) and opts.
 func NewGPTQPlan(H []float64, cols, groupSize int, opts GPTQOptions) (*GPTQPlan, error) {
-	return newGPTQPlan(H, cols, groupSize, opts, invCholUpper)
+	return newGPTQPlan(H, cols, groupSize, opts, invCholUpper, false)
+}
+
+// NewGPTQPlanInPlace is NewGPTQPlan with H's memory as the plan's working copy: the caller
+// gives H up (it becomes the plan's factor, permuted in place for act-order), so that a
+// Hessian of c columns costs its 8·c² bytes once instead of twice (1.6 GB for Llama-3-8B's
+// down projection, 6.6 GB for a 70B's). The plan is NewGPTQPlan's, bit for bit.
+func NewGPTQPlanInPlace(H []float64, cols, groupSize int, opts GPTQOptions) (*GPTQPlan, error) {
+	return newGPTQPlan(H, cols, groupSize, opts, invCholUpper, true)
 }
 
 // newGPTQPlan is NewGPTQPlan with the function that turns the damped Hessian h (processing
-// order, overwritten) into U (gptq_chol.go; the tests also pass LAPACK's route).
-func newGPTQPlan(H []float64, cols, groupSize int, opts GPTQOptions, factor func(h []float64, n int) ([]float64, error)) (*GPTQPlan, error) {
+// order, overwritten) into U (gptq_chol.go; the tests also pass LAPACK's route), and H as the
+// working copy when inPlace.
+func newGPTQPlan(H []float64, cols, groupSize int, opts GPTQOptions, factor func(h []float64, n int) ([]float64, error), inPlace bool) (*GPTQPlan, error) {
 	switch {
 	case cols <= 0:
 		return nil, fmt.Errorf("gptq: %d columns", cols)
@@ -198,11 +207,17 @@ func newGPTQPlan(H []float64, cols, groupSize int, opts GPTQOptions, factor func
 	var h []float64 // the working copy of H, in processing order
 	if opts.ActOrder {
 		sort.SliceStable(p.perm, func(a, b int) bool { return p.diag0[p.perm[a]] > p.diag0[p.perm[b]] })
-		h = permuteSym(H, cols, p.perm)
+		if inPlace {
+			h = permuteSymInPlace(H, cols, p.perm)
+		} else {
+			h = permuteSym(H, cols, p.perm)
+		}
 		p.diag = make([]float64, cols)
 		for i, c := range p.perm {
 			p.diag[i] = p.diag0[c]
 		}
+	} else if inPlace {
+		h = H
 	} else {
 		h = append([]float64(nil), H...)
 	}
@@ -460,4 +475,36 @@ func permuteSym(h []float64, n int, perm []int) []float64 {
 		}
 	}
 	return out
+}
+
+// permuteSymInPlace is permuteSym in h's own memory (and one row of scratch): the columns of
+// every row first, then the rows, cycle by cycle.
+func permuteSymInPlace(h []float64, n int, perm []int) []float64 {
+	tmp := make([]float64, n)
+	for i := 0; i < n; i++ {
+		row := h[i*n : (i+1)*n]
+		for b, j := range perm {
+			tmp[b] = row[j]
+		}
+		copy(row, tmp)
+	}
+	done := make([]bool, n)
+	for a := range perm {
+		if done[a] || perm[a] == a {
+			continue
+		}
+		copy(tmp, h[a*n:(a+1)*n])
+		cur := a
+		for {
+			done[cur] = true
+			src := perm[cur]
+			if src == a {
+				copy(h[cur*n:(cur+1)*n], tmp)
+				break
+			}
+			copy(h[cur*n:(cur+1)*n], h[src*n:(src+1)*n])
+			cur = src
+		}
+	}
+	return h
 }

@@ -14,7 +14,7 @@ import (
 
 // legacyNewGPTQPlan is NewGPTQPlan with LAPACK's factor.
 func legacyNewGPTQPlan(H []float64, cols, groupSize int, opts GPTQOptions) (*GPTQPlan, error) {
-	return newGPTQPlan(H, cols, groupSize, opts, lapackInvCholUpper)
+	return newGPTQPlan(H, cols, groupSize, opts, lapackInvCholUpper, false)
 }
 
 // legacyGPTQ is GPTQ as it was: LAPACK's factor and the old Run.

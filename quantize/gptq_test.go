@@ -3,6 +3,7 @@ package quantize
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -358,6 +359,76 @@ func TestGPTQRowBlocks(t *testing.T) {
 					t.Fatalf("act-order %v: rows [%d, %d): element %d %g, whole matrix %g", opts.ActOrder, blk[0], blk[1], i, v, want[blk[0]*cols+i])
 				}
 			}
+		}
+	}
+}
+
+// TestGPTQPlanInPlace checks that the plan built in the Hessian's own memory is NewGPTQPlan's,
+// bit for bit (its factor, and the rows GPTQ rounds with it), with and without act-order (the
+// in-place permutation) and with dead columns, and that NewGPTQPlan leaves H alone.
+func TestGPTQPlanInPlace(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	rows, cols, n := 40, 192, 400
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(r.NormFloat64())
+	}
+	H := make([]float64, cols*cols)
+	for s := 0; s < n; s++ {
+		x := make([]float64, cols)
+		for i := range x {
+			if i%37 != 5 { // dead columns
+				x[i] = r.NormFloat64() * (1 + float64((i*7)%cols)/32)
+			}
+		}
+		for i := 0; i < cols; i++ {
+			for j := 0; j < cols; j++ {
+				H[i*cols+j] += x[i] * x[j]
+			}
+		}
+	}
+	for _, opts := range []GPTQOptions{{}, {ActOrder: true, StaticGroups: true}, {ActOrder: true}} {
+		spec := GroupSpec{Bits: 4, Group: 64}
+		keep := append([]float64(nil), H...)
+		a, err := NewGPTQPlan(H, cols, spec.Group, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(H, keep) {
+			t.Fatal("NewGPTQPlan modified H")
+		}
+		mine := append([]float64(nil), H...)
+		b, err := NewGPTQPlanInPlace(mine, cols, spec.Group, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &b.U[0] != &mine[0] {
+			t.Errorf("act-order %v: the in-place plan's factor is not in H's memory", opts.ActOrder)
+		}
+		if !slices.Equal(a.U, b.U) || !slices.Equal(a.perm, b.perm) || !slices.Equal(a.diag, b.diag) {
+			t.Fatalf("act-order %v: the in-place plan differs", opts.ActOrder)
+		}
+		ga, err := GPTQRows(a, w, rows, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gb, err := GPTQRows(b, w, rows, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ga.Dequantize(), gb.Dequantize()) {
+			t.Fatalf("act-order %v: rounded rows differ", opts.ActOrder)
+		}
+	}
+	// The permutation alone, on cycles of every length and fixed points.
+	for _, m := range []int{1, 2, 7, 50} {
+		h := make([]float64, m*m)
+		for i := range h {
+			h[i] = float64(i)
+		}
+		perm := r.Perm(m)
+		if got, want := permuteSymInPlace(append([]float64(nil), h...), m, perm), permuteSym(h, m, perm); !slices.Equal(got, want) {
+			t.Fatalf("%d: permuteSymInPlace %v, permuteSym %v", m, got, want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"fmt"
 	"math"
 )
 
@@ -100,6 +101,46 @@ type Stats struct {
 
 	linear map[string]*LinearStats
 	acts   map[string]*ActStats
+
+	// handOver lets TakeHessian hand in-memory Hessians over (HandOverHessians).
+	handOver bool
+}
+
+// HandOverHessians lets TakeHessian give away the in-memory Hessian of a weight that is its
+// input's only reader, instead of sharing it: for an owner, such as the layer-sequential
+// calibration, whose Hessians are each used once (by one GPTQ plan) and then dropped.
+func (s *Stats) HandOverHessians() { s.handOver = true }
+
+// TakeHessian is Hessian for a caller that will overwrite it (GPTQ's plan, built in the
+// Hessian's memory): owned says h is the caller's. A Hessian of a statistics file is read
+// afresh (owned); an in-memory one is shared (not owned) unless HandOverHessians was called
+// and weight is its input's only reader: it is then handed over, and asking for it again is
+// an error (never a silent "no Hessian").
+func (s *Stats) TakeHessian(weight string) (h []float64, n int, owned bool, err error) {
+	ls := s.hessianOwner(weight)
+	switch {
+	case ls == nil:
+		return nil, 0, false, nil
+	case ls.taken:
+		return nil, 0, false, takenErr(weight)
+	case ls.Hessian == nil:
+		h, n, err = s.Hessian(weight)
+		return h, n, h != nil, err
+	case !s.handOver || ls.Weight != weight:
+		return ls.Hessian, ls.Cols, false, nil
+	}
+	for _, o := range s.Linear {
+		if o.SharesInputOf == weight {
+			return ls.Hessian, ls.Cols, false, nil
+		}
+	}
+	h, ls.Hessian, ls.taken = ls.Hessian, nil, true
+	return h, ls.Cols, true, nil
+}
+
+// takenErr is the error of a Hessian asked for after TakeHessian handed it over.
+func takenErr(weight string) error {
+	return fmt.Errorf("%s: the Hessian of its input was handed over to GPTQ and is gone", weight)
 }
 
 // Reindex rebuilds the lookups of LinearFor and Act after Linear or Acts were edited.
@@ -170,10 +211,10 @@ func (s *Stats) hessianOwner(weight string) *LinearStats {
 	if ls == nil {
 		return nil
 	}
-	if ls.Hessian == nil && ls.hessian == nil && ls.SharesInputOf != "" {
+	if ls.Hessian == nil && ls.hessian == nil && !ls.taken && ls.SharesInputOf != "" {
 		ls = s.LinearFor(ls.SharesInputOf)
 	}
-	if ls == nil || (ls.Hessian == nil && ls.hessian == nil) {
+	if ls == nil || (ls.Hessian == nil && ls.hessian == nil && !ls.taken) {
 		return nil
 	}
 	return ls
@@ -191,6 +232,8 @@ func (s *Stats) Hessian(weight string) (h []float64, n int, err error) {
 	switch {
 	case ls == nil:
 		return nil, 0, nil
+	case ls.taken:
+		return nil, 0, takenErr(weight)
 	case ls.Hessian != nil:
 		return ls.Hessian, ls.Cols, nil
 	}

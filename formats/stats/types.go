@@ -23,6 +23,8 @@ type LinearStats struct {
 	Hessian []float64
 	// hessian locates this weight's Hessian in a statistics file (nil: none there).
 	hessian *hessianRef
+	// taken: Stats.TakeHessian handed the in-memory Hessian over (Hessian is nil since).
+	taken bool
 	// SharesInputOf names the weight whose input this one shares ("" for none); the Hessian
 	// is stored once, under that weight.
 	SharesInputOf string
