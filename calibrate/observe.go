@@ -147,9 +147,9 @@ func (c *collector) startPass(sums bool, batch []*stats.LinearStats) {
 	}
 	for _, ls := range batch {
 		if c.exactHessians {
-			c.parts[ls.Weight] = newHessian(ls.Cols)
+			c.parts[ls.Weight] = kernels.NewGram(ls.Cols)
 		} else if ls.Hessian == nil {
-			ls.Hessian = newHessian(ls.Cols)
+			ls.Hessian = kernels.NewGram(ls.Cols)
 		}
 		c.hessians[ls.Weight] = ls
 	}
@@ -288,26 +288,6 @@ func (c *collector) linearInput(weight string, x []float32, n, cols int) {
 
 // exactRange says why a sum cannot be held exactly.
 const exactRange = "not finite or outside the exact range ±2^63"
-
-// newHessian returns a zero cols × cols float64 matrix whose pages that AddGram adds to (the
-// upper triangle's, with the diagonal tiles) have been written once. The Gram kernel's first
-// access to a page is the read of its read-modify-write: on memory fresh from the kernel that
-// maps the shared zero page, and the write then faults again, copies and flushes the TLB of
-// every CPU of the process (an interrupt each). Writing first costs one fault per page: on
-// the Qwen3-0.6B shape this took the --hessian pass's system time from 9.9 s to 1.8 s. The
-// pages below the tiles stay untouched (not resident).
-func newHessian(cols int) []float64 {
-	h := make([]float64, cols*cols)
-	for i := 0; i < cols; i++ {
-		// AddGram's tiles of 12 rows start at column multiples of 32 above i−32.
-		lo, end := i*cols+max(0, i-i%12-32), (i+1)*cols
-		for p := lo; p < end; p += 512 { // one element per 4 KiB page
-			h[p] = 0
-		}
-		h[end-1] = 0
-	}
-	return h
-}
 
 // grow returns s with length n, reallocated only when too short.
 func grow(s []float64, n int) []float64 {

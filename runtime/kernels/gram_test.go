@@ -662,3 +662,33 @@ func BenchmarkAddGram(b *testing.B) {
 		}
 	}
 }
+
+// TestNewGramCoversTheTiles checks NewGram's premise: every element AddGram adds to lies in
+// the part of its row that NewGram writes first (from column i0 − 32, i0 the row's tile row),
+// for every implementation, on sizes around the tiles.
+func TestNewGramCoversTheTiles(t *testing.T) {
+	for _, g := range gramImpls() {
+		for _, c := range []int{1, 13, 100, 300} {
+			h := NewGram(c)
+			if len(h) != c*c {
+				t.Fatalf("NewGram(%d): %d values", c, len(h))
+			}
+			x := make([]float32, 3*c)
+			for i := range x {
+				x[i] = 1
+			}
+			var s GramScratch
+			addGram(h, x, 3, c, nil, &s, g)
+			for i := 0; i < c; i++ {
+				for j := 0; j < c; j++ {
+					if h[i*c+j] != 0 && j < max(0, i-i%12-32) {
+						t.Fatalf("%s, c=%d: AddGram added to [%d,%d], left of what NewGram writes first", g.name, c, i, j)
+					}
+					if j >= i && h[i*c+j] != 3 {
+						t.Fatalf("%s, c=%d: [%d,%d] = %v, want 3", g.name, c, i, j, h[i*c+j])
+					}
+				}
+			}
+		}
+	}
+}
