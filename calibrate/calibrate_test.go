@@ -220,15 +220,17 @@ func TestSumsAndHessians(t *testing.T) {
 			if !close(ls.Sum2[i], s2, 1e-12) || !close(ls.Sum[i], s1, 1e-9) || float64(ls.AbsMax[i]) != am {
 				t.Fatalf("%s[%d]: Σx² %g Σx %g max %g, want %g %g %g", ls.Weight, i, ls.Sum2[i], ls.Sum[i], ls.AbsMax[i], s2, s1, am)
 			}
-			// The Hessian is summed in float32 over blocks of at most 256 tokens (kernels.AddGram)
-			// and in float64 across them: each block's error is at most 256·2⁻²⁴·Σ|xᵢxⱼ| ≤
-			// 1.53e-5·√(HᵢᵢHⱼⱼ) (Cauchy–Schwarz), a bound that does not vanish where Hᵢⱼ cancels.
+			// The Hessian is that of the inputs rounded to bf16 (kernels.AddGram), summed in
+			// float32 over blocks of at most 256 tokens and in float64 across them: each block's
+			// error is at most 256·2⁻²⁴·Σ|xᵢxⱼ| ≤ 1.53e-5·√(HᵢᵢHⱼⱼ) (Cauchy–Schwarz), a bound
+			// that does not vanish where Hᵢⱼ cancels.
 			for j := 0; j < c; j++ {
 				var hij, hii, hjj float64
 				for _, r := range rows {
-					hij += r[i] * r[j]
-					hii += r[i] * r[i]
-					hjj += r[j] * r[j]
+					ri, rj := bf16(r[i]), bf16(r[j])
+					hij += ri * rj
+					hii += ri * ri
+					hjj += rj * rj
 				}
 				if math.Abs(h[i*c+j]-hij) > 256*0x1p-24*math.Sqrt(hii*hjj) {
 					t.Fatalf("%s: H[%d,%d] = %g, want %g", ls.Weight, i, j, h[i*c+j], hij)
@@ -239,6 +241,16 @@ func TestSumsAndHessians(t *testing.T) {
 	if l := s.LinearFor("blk.2.attn_v.weight"); l.SharesInputOf != "blk.2.attn_q.weight" || l.Hessian != nil {
 		t.Errorf("attn_v shares %q, own Hessian %v", l.SharesInputOf, l.Hessian != nil)
 	}
+}
+
+// bf16 rounds x to 8 significant bits, ties to even (0 below 2⁻⁵⁰ in magnitude): what the
+// Hessian multiplies.
+func bf16(x float64) float64 {
+	if math.Abs(x) < 0x1p-50 {
+		return 0
+	}
+	m, e := math.Frexp(x) // |m| in [0.5, 1)
+	return math.Ldexp(math.RoundToEven(m*256), e-8)
 }
 
 // close compares with a relative tolerance (absolute near zero).

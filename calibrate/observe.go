@@ -147,9 +147,9 @@ func (c *collector) startPass(sums bool, batch []*stats.LinearStats) {
 	}
 	for _, ls := range batch {
 		if c.exactHessians {
-			c.parts[ls.Weight] = kernels.NewGram(ls.Cols)
+			c.parts[ls.Weight] = kernels.NewGram(ls.Cols, c.pool)
 		} else if ls.Hessian == nil {
-			ls.Hessian = kernels.NewGram(ls.Cols)
+			ls.Hessian = kernels.NewGram(ls.Cols, c.pool)
 		}
 		c.hessians[ls.Weight] = ls
 	}

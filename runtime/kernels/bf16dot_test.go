@@ -91,6 +91,11 @@ func TestBF16DotEncodings(t *testing.T) {
 			want["gemm4x4BF16Dot"] = append(want["gemm4x4BF16Dot"], fmt.Sprintf("vdpbf16ps %%zmm%d,%%zmm%d,%%zmm%d", 20+tk, 16+r, 4*r+tk))
 		}
 	}
+	for r := 0; r < 12; r++ { // gramTile12x32BF16: rows' pairs in Z26/Z27, columns in Z24/Z25
+		for c := 0; c < 2; c++ {
+			want["gramTile12x32BF16"] = append(want["gramTile12x32BF16"], fmt.Sprintf("vdpbf16ps %%zmm%d,%%zmm%d,%%zmm%d", 26+r%2, 24+c, 2*r+c))
+		}
+	}
 	re := regexp.MustCompile(`^(vdpbf16ps\b.*)$`)
 	for fn, w := range want {
 		if got := disassembled(t, fn, re); strings.Join(got, "\n") != strings.Join(w, "\n") {

@@ -105,14 +105,17 @@
 // BenchmarkGroupMatMul measure them beside the Q4_0 kernels of the same shape, implementation
 // and batch in the same run (x_q4_0).
 //
-// AddGram (gram.go) adds the upper triangle of XᵀX, GPTQ's Hessian, to a float64 matrix as a
-// blocked GEMM: tiles of 12 × 32 elements, each summed in float32 by one FMA per token in
+// AddGram (gram.go) adds the upper triangle of XᵀX, GPTQ's Hessian, of x rounded to bf16
+// (as GPTQ's own implementations take it from a bf16 model's activations) to a float64 matrix
+// as a blocked GEMM: tiles of 12 × 32 elements, each summed in float32 by one FMA per token in
 // token order over blocks of 256 tokens, then added in float64; packed panels of x that stay
 // in L2; the rows of tiles split among a Pool's workers by area. The operations are fixed, so
-// every pool size and implementation gives the same bits: an AVX-512F kernel (12 × 32 in ZMM
-// registers) under "amx" and "avx512vnni", an AVX2 + FMA3 kernel (four 6 × 16 sub-tiles in YMM
-// registers) under "generic" where the CPU has AVX2 and FMA3 (not with GQUANT_NOASM=1 or
-// -tags purego), and generic Go code that emulates the float32 FMA exactly (fma32) otherwise.
+// every pool size and implementation gives the same bits: an AVX-512-BF16 kernel (VDPBF16PS
+// over pairs of tokens, behind a self-check of the instruction's rounding order) under "amx"
+// and "avx512vnni" where the CPU has AVX512_BF16, an AVX-512F kernel (12 × 32 in ZMM
+// registers) where it does not, an AVX2 + FMA3 kernel (four 6 × 16 sub-tiles in YMM registers)
+// under "generic" where the CPU has AVX2 and FMA3 (not with GQUANT_NOASM=1 or -tags purego),
+// and generic Go code, exact in float64 for these operands, otherwise.
 //
 // The generic code always reads the ggml layout in Matrix.Data (and the packed layout of
 // group matrices). For threads, Pool runs a product's row ranges on persistent workers (Run: one contiguous chunk per worker;

@@ -42,59 +42,106 @@
 	STORE8(Y30, 192, K6)            \
 	ADDQ R9, R8
 
-TEXT ·gramTile12x32(SB), NOSPLIT, $0-64
-	MOVQ h+0(FP), R8
-	MOVQ ldh+8(FP), R9
-	SHLQ $3, R9
-	MOVQ a+16(FP), SI
-	MOVQ b+24(FP), DI
-	MOVQ ldb+32(FP), DX
-	SHLQ $2, DX
-	MOVQ k+40(FP), CX
-	MOVQ rows+48(FP), R10
-	MOVQ mask+56(FP), BX
-
-	KMOVW BX, K1
-	MOVL  BX, AX
-	ANDL  $0xff, AX
-	KMOVW AX, K3
-	MOVL  BX, AX
-	SHRL  $8, AX
-	ANDL  $0xff, AX
-	KMOVW AX, K4
-	MOVL  BX, AX
-	SHRL  $16, AX
-	KMOVW AX, K2
-	ANDL  $0xff, AX
-	KMOVW AX, K5
-	MOVL  BX, AX
-	SHRL  $24, AX
+// GRAM_ARGS loads a tile kernel's arguments (h, ldh, a, b, ldb, k, rows, mask: the same frame
+// for both kernels) and sets the column masks: K1/K2 the float32 (or pair) masks of columns
+// 0-15 and 16-31, K3-K6 the float64 ones (8 columns each).
+#define GRAM_ARGS \
+	MOVQ h+0(FP), R8 \
+	MOVQ ldh+8(FP), R9 \
+	SHLQ $3, R9 \
+	MOVQ a+16(FP), SI \
+	MOVQ b+24(FP), DI \
+	MOVQ ldb+32(FP), DX \
+	SHLQ $2, DX \
+	MOVQ k+40(FP), CX \
+	MOVQ rows+48(FP), R10 \
+	MOVQ mask+56(FP), BX \
+	KMOVW BX, K1 \
+	MOVL  BX, AX \
+	ANDL  $0xff, AX \
+	KMOVW AX, K3 \
+	MOVL  BX, AX \
+	SHRL  $8, AX \
+	ANDL  $0xff, AX \
+	KMOVW AX, K4 \
+	MOVL  BX, AX \
+	SHRL  $16, AX \
+	KMOVW AX, K2 \
+	ANDL  $0xff, AX \
+	KMOVW AX, K5 \
+	MOVL  BX, AX \
+	SHRL  $24, AX \
 	KMOVW AX, K6
 
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
+// GRAM_ZERO zeroes the 24 accumulators Z0-Z23.
+#define GRAM_ZERO \
+	VPXORD Z0, Z0, Z0 \
+	VPXORD Z1, Z1, Z1 \
+	VPXORD Z2, Z2, Z2 \
+	VPXORD Z3, Z3, Z3 \
+	VPXORD Z4, Z4, Z4 \
+	VPXORD Z5, Z5, Z5 \
+	VPXORD Z6, Z6, Z6 \
+	VPXORD Z7, Z7, Z7 \
+	VPXORD Z8, Z8, Z8 \
+	VPXORD Z9, Z9, Z9 \
+	VPXORD Z10, Z10, Z10 \
+	VPXORD Z11, Z11, Z11 \
+	VPXORD Z12, Z12, Z12 \
+	VPXORD Z13, Z13, Z13 \
+	VPXORD Z14, Z14, Z14 \
+	VPXORD Z15, Z15, Z15 \
+	VPXORD Z16, Z16, Z16 \
+	VPXORD Z17, Z17, Z17 \
+	VPXORD Z18, Z18, Z18 \
+	VPXORD Z19, Z19, Z19 \
+	VPXORD Z20, Z20, Z20 \
+	VPXORD Z21, Z21, Z21 \
+	VPXORD Z22, Z22, Z22 \
 	VPXORD Z23, Z23, Z23
+
+// GRAM_STORE adds the accumulators' rows r < rows (R10) to h at R8 (row stride R9 bytes) and
+// jumps to done.
+#define GRAM_STORE \
+	STORE_ROW(Z0, Y0, Z1, Y1) \
+	CMPQ R10, $1 \
+	JLE  done \
+	STORE_ROW(Z2, Y2, Z3, Y3) \
+	CMPQ R10, $2 \
+	JLE  done \
+	STORE_ROW(Z4, Y4, Z5, Y5) \
+	CMPQ R10, $3 \
+	JLE  done \
+	STORE_ROW(Z6, Y6, Z7, Y7) \
+	CMPQ R10, $4 \
+	JLE  done \
+	STORE_ROW(Z8, Y8, Z9, Y9) \
+	CMPQ R10, $5 \
+	JLE  done \
+	STORE_ROW(Z10, Y10, Z11, Y11) \
+	CMPQ R10, $6 \
+	JLE  done \
+	STORE_ROW(Z12, Y12, Z13, Y13) \
+	CMPQ R10, $7 \
+	JLE  done \
+	STORE_ROW(Z14, Y14, Z15, Y15) \
+	CMPQ R10, $8 \
+	JLE  done \
+	STORE_ROW(Z16, Y16, Z17, Y17) \
+	CMPQ R10, $9 \
+	JLE  done \
+	STORE_ROW(Z18, Y18, Z19, Y19) \
+	CMPQ R10, $10 \
+	JLE  done \
+	STORE_ROW(Z20, Y20, Z21, Y21) \
+	CMPQ R10, $11 \
+	JLE  done \
+	STORE_ROW(Z22, Y22, Z23, Y23) \
+	JMP done
+
+TEXT ·gramTile12x32(SB), NOSPLIT, $0-64
+	GRAM_ARGS
+	GRAM_ZERO
 
 	LEAQ (DI)(DX*8), R11 // b, 8 tokens ahead
 
@@ -121,41 +168,88 @@ loop:
 	DECQ CX
 	JNZ  loop
 
-	STORE_ROW(Z0, Y0, Z1, Y1)
-	CMPQ R10, $1
-	JLE  done
-	STORE_ROW(Z2, Y2, Z3, Y3)
-	CMPQ R10, $2
-	JLE  done
-	STORE_ROW(Z4, Y4, Z5, Y5)
-	CMPQ R10, $3
-	JLE  done
-	STORE_ROW(Z6, Y6, Z7, Y7)
-	CMPQ R10, $4
-	JLE  done
-	STORE_ROW(Z8, Y8, Z9, Y9)
-	CMPQ R10, $5
-	JLE  done
-	STORE_ROW(Z10, Y10, Z11, Y11)
-	CMPQ R10, $6
-	JLE  done
-	STORE_ROW(Z12, Y12, Z13, Y13)
-	CMPQ R10, $7
-	JLE  done
-	STORE_ROW(Z14, Y14, Z15, Y15)
-	CMPQ R10, $8
-	JLE  done
-	STORE_ROW(Z16, Y16, Z17, Y17)
-	CMPQ R10, $9
-	JLE  done
-	STORE_ROW(Z18, Y18, Z19, Y19)
-	CMPQ R10, $10
-	JLE  done
-	STORE_ROW(Z20, Y20, Z21, Y21)
-	CMPQ R10, $11
-	JLE  done
-	STORE_ROW(Z22, Y22, Z23, Y23)
+	GRAM_STORE
+done:
+	VZEROUPPER
+	RET
 
+// The AVX-512-BF16 tile kernel: the same tile, with VDPBF16PS over pairs of tokens. a and b
+// hold dwords (a pair of bf16 each: the pair's first token in the high half, its second in the
+// low half; gramPackPairs), k counts pairs, ldb is in dwords. VDPBF16PS adds the high halves'
+// product and then the low halves' (rounding each time: Intel's definition, which gramPairsOK
+// checks on this CPU), so each lane gets one float32 FMA per token in token order, the
+// operations of gramTile12x32 on the bf16 values. Its products are exact, and AddGram's
+// rounding (gramBF16: no value below 2⁻⁵⁰) keeps every product and partial sum out of the
+// subnormal range that VDPBF16PS flushes.
+//
+// The Go assembler rejects AVX512_BF16: each VDPBF16PS is BYTE-encoded with fixed registers
+// (bytes from GNU as; TestBF16DotEncodings checks them against objdump). Registers as in
+// gramTile12x32: Z0-Z23 the accumulators, Z24-Z25 the pair's 32 columns, Z26-Z27 the
+// broadcast pairs of the tile's rows.
+//
+// func gramTile12x32BF16(h *float64, ldh int, a *uint32, b *uint32, ldb int, k int, rows int, mask int)
+
+#define DPBF16_Z0_Z24_Z26 BYTE $0x62; BYTE $0x92; BYTE $0x3E; BYTE $0x40; BYTE $0x52; BYTE $0xC2
+#define DPBF16_Z1_Z25_Z26 BYTE $0x62; BYTE $0x92; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xCA
+#define DPBF16_Z2_Z24_Z27 BYTE $0x62; BYTE $0x92; BYTE $0x3E; BYTE $0x40; BYTE $0x52; BYTE $0xD3
+#define DPBF16_Z3_Z25_Z27 BYTE $0x62; BYTE $0x92; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xDB
+#define DPBF16_Z4_Z24_Z26 BYTE $0x62; BYTE $0x92; BYTE $0x3E; BYTE $0x40; BYTE $0x52; BYTE $0xE2
+#define DPBF16_Z5_Z25_Z26 BYTE $0x62; BYTE $0x92; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xEA
+#define DPBF16_Z6_Z24_Z27 BYTE $0x62; BYTE $0x92; BYTE $0x3E; BYTE $0x40; BYTE $0x52; BYTE $0xF3
+#define DPBF16_Z7_Z25_Z27 BYTE $0x62; BYTE $0x92; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xFB
+#define DPBF16_Z8_Z24_Z26 BYTE $0x62; BYTE $0x12; BYTE $0x3E; BYTE $0x40; BYTE $0x52; BYTE $0xC2
+#define DPBF16_Z9_Z25_Z26 BYTE $0x62; BYTE $0x12; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xCA
+#define DPBF16_Z10_Z24_Z27 BYTE $0x62; BYTE $0x12; BYTE $0x3E; BYTE $0x40; BYTE $0x52; BYTE $0xD3
+#define DPBF16_Z11_Z25_Z27 BYTE $0x62; BYTE $0x12; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xDB
+#define DPBF16_Z12_Z24_Z26 BYTE $0x62; BYTE $0x12; BYTE $0x3E; BYTE $0x40; BYTE $0x52; BYTE $0xE2
+#define DPBF16_Z13_Z25_Z26 BYTE $0x62; BYTE $0x12; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xEA
+#define DPBF16_Z14_Z24_Z27 BYTE $0x62; BYTE $0x12; BYTE $0x3E; BYTE $0x40; BYTE $0x52; BYTE $0xF3
+#define DPBF16_Z15_Z25_Z27 BYTE $0x62; BYTE $0x12; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xFB
+#define DPBF16_Z16_Z24_Z26 BYTE $0x62; BYTE $0x82; BYTE $0x3E; BYTE $0x40; BYTE $0x52; BYTE $0xC2
+#define DPBF16_Z17_Z25_Z26 BYTE $0x62; BYTE $0x82; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xCA
+#define DPBF16_Z18_Z24_Z27 BYTE $0x62; BYTE $0x82; BYTE $0x3E; BYTE $0x40; BYTE $0x52; BYTE $0xD3
+#define DPBF16_Z19_Z25_Z27 BYTE $0x62; BYTE $0x82; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xDB
+#define DPBF16_Z20_Z24_Z26 BYTE $0x62; BYTE $0x82; BYTE $0x3E; BYTE $0x40; BYTE $0x52; BYTE $0xE2
+#define DPBF16_Z21_Z25_Z26 BYTE $0x62; BYTE $0x82; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xEA
+#define DPBF16_Z22_Z24_Z27 BYTE $0x62; BYTE $0x82; BYTE $0x3E; BYTE $0x40; BYTE $0x52; BYTE $0xF3
+#define DPBF16_Z23_Z25_Z27 BYTE $0x62; BYTE $0x82; BYTE $0x36; BYTE $0x40; BYTE $0x52; BYTE $0xFB
+
+// ROW_BF16(off, dp0, dp1, bc): row r's pair (at off bytes of SI) broadcast, times the 32 columns.
+#define ROW_BF16(off, dp0, dp1, bc) \
+	VPBROADCASTD off(SI), bc \
+	dp0 \
+	dp1
+
+TEXT ·gramTile12x32BF16(SB), NOSPLIT, $0-64
+	GRAM_ARGS
+	GRAM_ZERO
+
+	LEAQ (DI)(DX*8), R11 // b, 8 pairs ahead
+
+loop:
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	VMOVDQU32.Z (DI), K1, Z24
+	VMOVDQU32.Z 64(DI), K2, Z25
+	ROW_BF16(0, DPBF16_Z0_Z24_Z26, DPBF16_Z1_Z25_Z26, Z26)
+	ROW_BF16(4, DPBF16_Z2_Z24_Z27, DPBF16_Z3_Z25_Z27, Z27)
+	ROW_BF16(8, DPBF16_Z4_Z24_Z26, DPBF16_Z5_Z25_Z26, Z26)
+	ROW_BF16(12, DPBF16_Z6_Z24_Z27, DPBF16_Z7_Z25_Z27, Z27)
+	ROW_BF16(16, DPBF16_Z8_Z24_Z26, DPBF16_Z9_Z25_Z26, Z26)
+	ROW_BF16(20, DPBF16_Z10_Z24_Z27, DPBF16_Z11_Z25_Z27, Z27)
+	ROW_BF16(24, DPBF16_Z12_Z24_Z26, DPBF16_Z13_Z25_Z26, Z26)
+	ROW_BF16(28, DPBF16_Z14_Z24_Z27, DPBF16_Z15_Z25_Z27, Z27)
+	ROW_BF16(32, DPBF16_Z16_Z24_Z26, DPBF16_Z17_Z25_Z26, Z26)
+	ROW_BF16(36, DPBF16_Z18_Z24_Z27, DPBF16_Z19_Z25_Z27, Z27)
+	ROW_BF16(40, DPBF16_Z20_Z24_Z26, DPBF16_Z21_Z25_Z26, Z26)
+	ROW_BF16(44, DPBF16_Z22_Z24_Z27, DPBF16_Z23_Z25_Z27, Z27)
+	ADDQ $48, SI
+	ADDQ DX, DI
+	ADDQ DX, R11
+	DECQ CX
+	JNZ  loop
+
+	GRAM_STORE
 done:
 	VZEROUPPER
 	RET
@@ -191,5 +285,89 @@ pack:
 	ADDQ      DX, DI
 	DECQ      CX
 	JNZ       pack
+	VZEROUPPER
+	RET
+
+// Packing for the AVX-512-BF16 kernel: k rows of up to 32 floats from src (row stride lds
+// elements) to (k+1)/2 rows of dwords at dst (row stride ldd dwords), row p the tokens 2p (high
+// half) and 2p+1 (low half; 0 past k) rounded by gramBF16: nearest even (ggml's fp32-to-bf16),
+// NaN quieted, |x| < 2⁻⁵⁰ to 0. Columns as gramPack: those of lmask read, those of smask
+// written (0 where not read). k ≥ 1.
+//
+// BF16R(z, t) rounds z's 16 floats so: the bf16 in the low half of each dword, 0 above, with
+// Z31 = 0x7fffffff, Z30 = 0x7f800000, Z29 = 0x7fff, Z28 = 1, Z27 = 0x40 and Z26 = 2⁻⁵⁰'s bits
+// (K5: |u| ≥ 2⁻⁵⁰, NaN included; K6: NaN; t = (u + 0x7fff + (u>>16 & 1)) >> 16, or for a NaN
+// (u >> 16) | 0x40).
+//
+// func gramPackPairs(dst *uint32, ldd int, src *float32, lds int, k int, lmask, smask int)
+
+#define BF16R(z, t) \
+	VPANDD      Z31, z, t      \
+	VPCMPUD     $5, Z26, t, K5 \
+	VPCMPUD     $6, Z30, t, K6 \
+	VPSRLD      $16, z, t      \
+	VPANDD      Z28, t, t      \
+	VPADDD      Z29, t, t      \
+	VPADDD      z, t, t        \
+	VPSRLD      $16, t, t      \
+	VPSRLD      $16, z, z      \
+	VPORD       Z27, z, K6, t  \
+	VMOVDQU32.Z t, K5, z
+
+TEXT ·gramPackPairs(SB), NOSPLIT, $0-56
+	MOVQ  dst+0(FP), DI
+	MOVQ  ldd+8(FP), DX
+	SHLQ  $2, DX
+	MOVQ  src+16(FP), SI
+	MOVQ  lds+24(FP), R8
+	SHLQ  $2, R8
+	MOVQ  k+32(FP), CX
+	MOVQ  lmask+40(FP), AX
+	KMOVW AX, K1
+	SHRL  $16, AX
+	KMOVW AX, K2
+	MOVQ  smask+48(FP), AX
+	KMOVW AX, K3
+	SHRL  $16, AX
+	KMOVW AX, K4
+
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z31
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z29
+	MOVL $1, AX
+	VPBROADCASTD AX, Z28
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z27
+	MOVL $0x26800000, AX
+	VPBROADCASTD AX, Z26
+
+pairs:
+	VMOVDQU32.Z (SI), K1, Z0
+	VMOVDQU32.Z 64(SI), K2, Z1
+	VPXORD      Z2, Z2, Z2
+	VPXORD      Z3, Z3, Z3
+	CMPQ        CX, $1
+	JEQ         last
+	VMOVDQU32.Z (SI)(R8*1), K1, Z2
+	VMOVDQU32.Z 64(SI)(R8*1), K2, Z3
+
+last:
+	BF16R(Z0, Z4)
+	BF16R(Z1, Z4)
+	BF16R(Z2, Z4)
+	BF16R(Z3, Z4)
+	VPSLLD    $16, Z0, Z0
+	VPORD     Z2, Z0, Z0
+	VPSLLD    $16, Z1, Z1
+	VPORD     Z3, Z1, Z1
+	VMOVDQU32 Z0, K3, (DI)
+	VMOVDQU32 Z1, K4, 64(DI)
+	LEAQ      (SI)(R8*2), SI
+	ADDQ      DX, DI
+	SUBQ      $2, CX
+	JG        pairs
 	VZEROUPPER
 	RET

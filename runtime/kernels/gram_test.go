@@ -34,16 +34,99 @@ func gramActs(rng *rand.Rand, n, c int) []float32 {
 	return x
 }
 
-// gramRef returns Σ_t x_ti·x_tj (float64 products and sums, full matrix) and Σ_t |x_ti·x_tj|.
+// bf16Ref is gramBF16 computed another way: x's two bf16 neighbours (towards and away from
+// zero, the one past the largest finite bf16 counting as 2¹²⁸) compared in float64, the nearer
+// one, on a tie the one with an even significand; 0 below 2⁻⁵⁰; a NaN quieted and truncated.
+func bf16Ref(x float32) float32 {
+	switch v := float64(x); {
+	case math.IsNaN(v):
+		return math.Float32frombits((math.Float32bits(x) | 1<<22) &^ 0xffff)
+	case math.IsInf(v, 0):
+		return x
+	case math.Abs(v) < 0x1p-50:
+		return 0
+	}
+	lo := math.Float32frombits(math.Float32bits(x) &^ 0xffff)
+	hi := math.Float32frombits(math.Float32bits(lo) + 0x10000)
+	hv := float64(hi)
+	if math.IsInf(hv, 0) {
+		hv = math.Copysign(0x1p128, hv)
+	}
+	dl, dh := math.Abs(float64(x)-float64(lo)), math.Abs(hv-float64(x))
+	if dl < dh || dl == dh && math.Float32bits(lo)&0x10000 == 0 {
+		return lo
+	}
+	return hi
+}
+
+// TestGramBF16 checks gramBF16 against bf16Ref: every float32 whose low 16 bits are near a
+// rounding boundary, across the exponents, and random ones.
+func TestGramBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	check := func(u uint32) {
+		x := math.Float32frombits(u)
+		got, want := gramBF16(x), bf16Ref(x)
+		if math.Float32bits(got) != math.Float32bits(want) && !(got == 0 && want == 0) {
+			t.Fatalf("gramBF16(%g = %#x) = %#x, want %#x", x, u, math.Float32bits(got), math.Float32bits(want))
+		}
+	}
+	for e := uint32(0); e < 256; e++ {
+		for _, low := range []uint32{0, 1, 0x7fff, 0x8000, 0x8001, 0xffff} {
+			for _, sig := range []uint32{0, 1 << 16, 0x7f << 16, 0x7e << 16} {
+				check(e<<23 | sig | low)
+				check(1<<31 | e<<23 | sig | low)
+			}
+		}
+	}
+	for i := 0; i < 1<<20; i++ {
+		check(rng.Uint32())
+	}
+}
+
+// roundRef returns x rounded by bf16Ref.
+func roundRef(x []float32) []float32 {
+	r := make([]float32, len(x))
+	for i, v := range x {
+		r[i] = bf16Ref(v)
+	}
+	return r
+}
+
+// pairsRef packs rows 0..k−1 of bf16 values r (row stride ld) as the pair kernel reads them:
+// (k+1)/2 rows of ldd dwords, in the first cols columns, dword (p, j) the bf16 of row 2p in
+// its high half and of row 2p+1 (0 past k) in its low half.
+func pairsRef(r []float32, ld, k, cols, ldd int) []float32 {
+	out := make([]float32, (k+1)/2*ldd)
+	for p := 0; p < (k+1)/2; p++ {
+		for j := 0; j < cols; j++ {
+			u := math.Float32bits(r[2*p*ld+j]) >> 16 << 16
+			if 2*p+1 < k {
+				u |= math.Float32bits(r[(2*p+1)*ld+j]) >> 16
+			}
+			out[p*ldd+j] = math.Float32frombits(u)
+		}
+	}
+	return out
+}
+
+// gramRef returns Σ_t r_ti·r_tj (float64 products and sums, full matrix) and Σ_t |r_ti·r_tj|,
+// with r = bf16Ref(x): what AddGram computes, exactly.
 func gramRef(x []float32, n, c int) (ref, abs []float64) {
+	return gramRefOf(roundRef(x[:n*c]), n, c)
+}
+
+// gramRefOf is gramRef of the values r as they are (no rounding).
+func gramRefOf(x []float32, n, c int) (ref, abs []float64) {
 	ref, abs = make([]float64, c*c), make([]float64, c*c)
+	r := make([]float64, c)
 	for t := 0; t < n; t++ {
-		row := x[t*c : (t+1)*c]
-		for i, a := range row {
-			ai := float64(a)
+		for j, v := range x[t*c : (t+1)*c] {
+			r[j] = float64(v)
+		}
+		for i, ai := range r {
 			ri, bi := ref[i*c:(i+1)*c], abs[i*c:(i+1)*c]
-			for j, b := range row {
-				p := ai * float64(b)
+			for j, b := range r {
+				p := ai * b
 				ri[j] += p
 				bi[j] += math.Abs(p)
 			}
@@ -408,71 +491,84 @@ func fmaRef(a, b, c float32) float32 {
 	return f
 }
 
-// fmaHard returns (a, b, c) cases where rounding a·b + c to float64 first lands exactly on a
-// float32 midpoint while the exact sum is a hair off it (either side, normal and subnormal
-// float32 results), plus random ones and a few special values.
-func fmaHard(rng *rand.Rand) [][3]float32 {
-	var cases [][3]float32
-	for i := 0; i < 2000; i++ {
-		// a·b = 2^(e−24)·(1 − u²·2⁻⁴⁶): half an ulp of c = 2^e·(1 + k·2⁻²³) less a tail that
-		// the float64 sum drops.
-		e, u := rng.IntN(200)-100, 1+float64(rng.IntN(300))
-		c := float32(math.Ldexp(1+float64(rng.IntN(1<<23))*0x1p-23, e))
-		a := float32(math.Ldexp(1+u*0x1p-23, e-12))
-		b := float32(math.Ldexp(1-u*0x1p-23, -12))
-		cases = append(cases, [3]float32{a, b, c}, [3]float32{-a, b, c}, [3]float32{a, -b, -c})
-		// The same around the subnormal c = k·2⁻¹⁴⁹: a·b = 2⁻¹⁵⁰·(1 − u²·2⁻⁴⁶).
-		cs := math.Float32frombits(uint32(rng.IntN(1 << 23)))
-		as := float32(math.Ldexp(1+u*0x1p-23, -75))
-		bs := float32(math.Ldexp(1-u*0x1p-23, -75))
-		cases = append(cases, [3]float32{as, bs, cs}, [3]float32{-as, bs, cs}, [3]float32{as, -bs, -cs})
-		cases = append(cases, [3]float32{float32(rng.NormFloat64()), float32(rng.NormFloat64()), float32(rng.NormFloat64())})
-	}
-	negZero := float32(math.Copysign(0, -1))
-	return append(cases, [3]float32{0, 1, 0}, [3]float32{negZero, 1, 0}, [3]float32{0, 0, negZero},
-		[3]float32{1e-30, 1e-30, 0}, [3]float32{1e-30, -1e-30, 1e-45}, [3]float32{1e20, 1e20, 1},
-		[3]float32{3e38, 2, -1}, [3]float32{3e38, 2, float32(math.Inf(-1))})
-}
-
-// TestFMA32 checks the generic kernel's float32 FMA against exact arithmetic.
-func TestFMA32(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	bad := 0
-	for _, cs := range fmaHard(rng) {
-		a, b, c := cs[0], cs[1], cs[2]
-		got, want := fma32(float64(a), float64(b), c), fmaRef(a, b, c)
-		if math.Float32bits(got) != math.Float32bits(want) && !(math.IsNaN(float64(got)) && math.IsNaN(float64(want))) {
-			if bad++; bad <= 10 {
-				t.Errorf("fma32(%g, %g, %g) = %g (%#x), want %g (%#x)", a, b, c, got, math.Float32bits(got), want, math.Float32bits(want))
-			}
+// gramHard returns cases (a, b, c) of one float32 step of the Gram kernels, fma(a, b, acc)
+// with acc = c: a and b bf16 values (what AddGram multiplies), c any float32 (an accumulator),
+// split into three bf16 parts (c1, c2, c3 with c1 + c2 + c3 = c exactly, in that order
+// without rounding). The products lie at, just below and just above half an ulp of c (ties to
+// even, and sums a hair off a midpoint), far below it, and cancel c; and random ones.
+func gramHard(rng *rand.Rand) [][6]float32 {
+	split := func(c float32) (float32, float32, float32) {
+		if math.IsInf(float64(c), 0) {
+			return c, 0, 0
 		}
+		c1 := math.Float32frombits(math.Float32bits(c) &^ 0xffff)
+		r := c - c1
+		c2 := math.Float32frombits(math.Float32bits(r) &^ 0xffff)
+		return c1, c2, r - c2
 	}
+	var cases [][6]float32
+	add := func(a, b, c float32) {
+		c1, c2, c3 := split(c)
+		cases = append(cases, [6]float32{a, b, c, c1, c2, c3})
+	}
+	for i := 0; i < 2000; i++ {
+		e := rng.IntN(120) - 40
+		c := float32(math.Ldexp(1+float64(rng.IntN(1<<23))*0x1p-23, e))
+		if rng.IntN(2) == 0 {
+			c = -c
+		}
+		u := float64(1 + rng.IntN(127))
+		half := float32(math.Ldexp(1, e-24))
+		near := float32(math.Ldexp(1+u*0x1p-7, e-24))
+		add(half, 1, c)                                                           // a tie
+		add(near, float32(1-u*0x1p-7), c)                                         // a hair below the midpoint
+		add(near, float32(1+0x1p-7), -c)                                          // above it
+		add(float32(math.Ldexp(1+u*0x1p-7, e-40)), float32(math.Ldexp(1, -3)), c) // far below
+		add(-math.Float32frombits(math.Float32bits(c)&^0xffff), 1, c)             // cancels c's first part
+		add(float32(rng.NormFloat64()), float32(rng.NormFloat64()), float32(rng.NormFloat64()))
+	}
+	add(1, 1, 0)
+	add(1e20, 1e20, 1)
+	add(3e38, 2, -1)
+	add(3e38, 2, float32(math.Inf(-1)))
+	for i := range cases { // a and b to bf16 values
+		cases[i][0], cases[i][1] = bf16Ref(cases[i][0]), bf16Ref(cases[i][1])
+	}
+	return cases
 }
 
-// TestGramTileHard runs every Gram implementation's tile kernel on the hard FMA cases, as sums
-// of two tokens: element (r, j) gets fma(b, a, fma(1, c, 0)), in a 1 × 1 tile (r = j = 0) and
-// in a full one (every (r, j) in turn, its other elements from zeros: 0, or NaN in the column
-// of an infinite b).
+// TestGramTileHard runs every Gram implementation's tile kernel on the hard cases of one
+// step, as sums of four tokens: element (r, j) gets fma(a, b, c1 + c2 + c3) (the parts added
+// first, exactly), in a 1 × 1 tile (r = j = 0) and in a full one (every (r, j) in turn, its
+// other elements from zeros: 0, or NaN in the column of an infinite b), against the correctly
+// rounded sum (fmaRef).
 func TestGramTileHard(t *testing.T) {
-	const R, C = 12, 32
+	const R, C, k = 12, 32, 4
 	for _, g := range gramImpls() {
 		bad := 0
-		for i, cs := range fmaHard(rand.New(rand.NewPCG(11, 12))) {
+		for i, cs := range gramHard(rand.New(rand.NewPCG(11, 12))) {
 			for _, full := range []bool{false, true} {
 				rows, cols, r, j := 1, 1, 0, 0
 				if full {
 					rows, cols, r, j = R, C, i%R, i/R%C
 				}
-				a := make([]float32, 2*R)
-				b := make([]float32, 2*C)
+				a := make([]float32, k*R)
+				b := make([]float32, k*C)
 				h := make([]float64, R*C)
-				a[r], a[R+r] = 1, cs[1]
-				b[j], b[C+j] = cs[2], cs[0]
-				g.tile(h, C, a, b, C, 2, rows, cols)
-				want := float64(fmaRef(cs[0], cs[1], fmaRef(1, cs[2], 0)))
+				a[r], a[R+r], a[2*R+r], a[3*R+r] = 1, 1, 1, cs[1]
+				b[j], b[C+j], b[2*C+j], b[3*C+j] = cs[3], cs[4], cs[5], cs[0]
+				if g.pairs {
+					g.tile(h, C, pairsRef(a, R, k, R, R), pairsRef(b, C, k, C, C), C, k/2, rows, cols)
+				} else {
+					g.tile(h, C, a, b, C, k, rows, cols)
+				}
+				want := float64(fmaRef(cs[0], cs[1], cs[2]))
 				for e, v := range h {
 					// The other elements: products with zeros (NaN where b holds an infinity).
-					w := float64(fma32(float64(a[R+e/C]), float64(b[C+e%C]), fma32(float64(a[e/C]), float64(b[e%C]), 0)))
+					var w float64
+					for tk := range k {
+						w = float64(float32(float64(a[tk*R+e/C])*float64(b[tk*C+e%C]) + w))
+					}
 					if e/C >= rows || e%C >= cols {
 						w = 0
 					} else if e == r*C+j {
@@ -515,10 +611,22 @@ func TestGramTile(t *testing.T) {
 				for i := range h0 {
 					h0[i] = rng.NormFloat64()
 				}
-				want := slices.Clone(h0)
+				// The pair kernel's operands: the values rounded, packed in pairs.
+				ra, rb := roundRef(a), roundRef(b)
+				pa, pb := pairsRef(ra, R, k, R, R), pairsRef(rb, ldb, k, cols, ldb)
+				pb = pb[:((k+1)/2-1)*ldb+cols]
+				want, wantR := slices.Clone(h0), slices.Clone(h0)
 				gramTileGo(want, ldh, a, b, ldb, k, rows, cols)
+				gramTileGo(wantR, ldh, ra, rb, ldb, k, rows, cols)
 				for _, g := range gramImpls() {
 					got := slices.Clone(h0)
+					if g.pairs {
+						g.tile(got[:(rows-1)*ldh+cols], ldh, pa, pb, ldb, (k+1)/2, rows, cols)
+						if i := firstDiff(got, wantR); i >= 0 {
+							t.Fatalf("%s: k=%d rows=%d cols=%d: h[%d, %d] = %g, go %g", g.name, k, rows, cols, i/ldh, i%ldh, got[i], wantR[i])
+						}
+						continue
+					}
 					g.tile(got[:(rows-1)*ldh+cols], ldh, a, b, ldb, k, rows, cols)
 					if i := firstDiff(got, want); i >= 0 {
 						t.Fatalf("%s: k=%d rows=%d cols=%d: h[%d, %d] = %g, go %g", g.name, k, rows, cols, i/ldh, i%ldh, got[i], want[i])
@@ -560,8 +668,23 @@ func TestGramPack(t *testing.T) {
 			}
 			want := slices.Clone(dst0)
 			gramPackGo(want, ldd, src, lds, k, m.l, m.s)
+			// Pairs: rows of the rounded values' pairs, in the store mask's columns.
+			wantP, all := slices.Clone(dst0), pairsRef(roundRef(src), lds, k, 32, ldd)
+			for p := 0; p < (k+1)/2; p++ {
+				for j := 0; j < 32; j++ {
+					switch {
+					case m.l>>j&1 != 0:
+						wantP[p*ldd+j] = all[p*ldd+j]
+					case m.s>>j&1 != 0:
+						wantP[p*ldd+j] = 0
+					}
+				}
+			}
 			for _, g := range gramImpls() {
-				got := slices.Clone(dst0)
+				got, want := slices.Clone(dst0), want
+				if g.pairs {
+					want = wantP
+				}
 				g.pack(got, ldd, src, lds, k, m.l, m.s)
 				if !slices.Equal(got, want) {
 					t.Fatalf("%s: k=%d lmask=%#x smask=%#x: %v, go %v", g.name, k, m.l, m.s, got, want)
@@ -571,9 +694,11 @@ func TestGramPack(t *testing.T) {
 	}
 }
 
-// TestGramPrecision measures AddGram's error against float64 sums on activations with
-// outliers, beside float32 sums over all the tokens (no blocks) and blocks of 512: relative
-// error of the diagonal, and of the other elements relative to √(H_ii·H_jj).
+// TestGramPrecision measures AddGram's error against float64 sums (of the same bf16 values:
+// the error of the summation) on activations with outliers, beside float32 sums over all the
+// tokens (no blocks) and blocks of 512: relative error of the diagonal, and of the other
+// elements relative to √(H_ii·H_jj). It logs beside them the difference the rounding to bf16
+// makes (against float64 sums of x itself), which the summation's error must stay well below.
 func TestGramPrecision(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measurement")
@@ -583,6 +708,18 @@ func TestGramPrecision(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(n), 13))
 		x := gramActs(rng, n, c)
 		ref, _ := gramRef(x, n, c)
+		raw, _ := gramRefOf(x, n, c)
+		var rd, ro []float64 // the rounding's difference
+		for i := 0; i < c; i++ {
+			rd = append(rd, math.Abs(ref[i*c+i]-raw[i*c+i])/raw[i*c+i])
+			for j := i + 1; j < c; j++ {
+				ro = append(ro, math.Abs(ref[i*c+j]-raw[i*c+j])/math.Sqrt(raw[i*c+i]*raw[j*c+j]))
+			}
+		}
+		sort.Float64s(rd)
+		sort.Float64s(ro)
+		t.Logf("n=%d x rounded to bf16        diagonal: median %.2g, max %.2g; off-diagonal (/√(HiiHjj)): median %.2g, max %.2g",
+			n, rd[len(rd)/2], rd[len(rd)-1], ro[len(ro)/2], ro[len(ro)-1])
 		for _, block := range []int{gramBlock, 512, n} {
 			if block > n || block == 512 && n == 512 {
 				continue
@@ -610,11 +747,13 @@ func TestGramPrecision(t *testing.T) {
 	}
 }
 
-// gramBlocked is AddGram's scheme with token blocks of block (the kernel in use), for
-// TestGramPrecision.
+// gramBlocked is AddGram's scheme with token blocks of block (the first float32 kernel of
+// this CPU, over x rounded: the bits of every kernel), for TestGramPrecision.
 func gramBlocked(x []float32, n, c, block int) []float64 {
 	h := make([]float64, c*c)
-	tile := gramFor(current).tile
+	x = roundRef(x[:n*c])
+	i := slices.IndexFunc(gramImpls(), func(g gramImpl) bool { return !g.pairs })
+	tile := gramImpls()[i].tile
 	a := make([]float32, block*gramGo.rows)
 	for t0 := 0; t0 < n; t0 += block {
 		k := min(block, n-t0)
@@ -669,7 +808,7 @@ func BenchmarkAddGram(b *testing.B) {
 func TestNewGramCoversTheTiles(t *testing.T) {
 	for _, g := range gramImpls() {
 		for _, c := range []int{1, 13, 100, 300} {
-			h := NewGram(c)
+			h := NewGram(c, nil)
 			if len(h) != c*c {
 				t.Fatalf("NewGram(%d): %d values", c, len(h))
 			}
