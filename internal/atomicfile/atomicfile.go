@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -26,8 +27,9 @@ type File struct {
 	path   string // as the caller named it, for messages
 	target string // where the data lands: path with its symbolic links followed
 	f      *os.File
-	direct bool // a device or pipe written in place
-	done   bool // committed or aborted: the temporary file is gone or renamed
+	direct bool         // a device or pipe written in place
+	done   bool         // committed or aborted: the temporary file is gone or renamed
+	dirty  atomic.Int64 // bytes written since the last writeback was started (wrote)
 }
 
 // Create creates the temporary file for path in the directory of path's target, with
@@ -172,13 +174,33 @@ func (f *File) Name() string { return f.f.Name() }
 // Write writes p at the current offset. Its error names no file.
 func (f *File) Write(p []byte) (int, error) {
 	n, err := f.f.Write(p)
+	f.wrote(n)
 	return n, unwrap(err)
 }
 
 // WriteAt writes p at offset off. Its error names no file.
 func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	n, err := f.f.WriteAt(p, off)
+	f.wrote(n)
 	return n, unwrap(err)
+}
+
+// writebackEvery is the amount of writing after which the writeback of a temporary file's
+// dirty pages is started.
+var writebackEvery int64 = 64 << 20
+
+// wrote counts n bytes written to the temporary file: every writebackEvery bytes it starts
+// the writeback of the file's dirty pages (where the system can: startWriteback), so that the
+// disk writes them while the rest is written and Commit's flush waits for the last ones only
+// (a 1.8 GB statistics file's flush took 0.5 s after the writing, before).
+func (f *File) wrote(n int) {
+	if f.direct || n <= 0 {
+		return
+	}
+	if f.dirty.Add(int64(n)) >= writebackEvery {
+		f.dirty.Store(0)
+		startWriteback(f.f)
+	}
 }
 
 // Truncate sets the file's size; a file grown this way reads as zeros past its old end.

@@ -329,3 +329,39 @@ func TestCheckNew(t *testing.T) {
 		t.Errorf("path below a file: %v", err)
 	}
 }
+
+// TestWriteback writes a file in many small Write and WriteAt calls with the writeback started
+// every KiB: the committed file has every byte, in place.
+func TestWriteback(t *testing.T) {
+	defer func(v int64) { writebackEvery = v }(writebackEvery)
+	writebackEvery = 1 << 10
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.bin")
+	f, err := Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 40<<10)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	half := len(want) / 2
+	for off := 0; off < half; off += 300 {
+		if _, err := f.Write(want[off:min(off+300, half)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for off := len(want) - 500; off+500 > half; off -= 500 { // backwards, past the end first
+		lo := max(off, half)
+		if _, err := f.WriteAt(want[lo:min(off+500, len(want))], int64(lo)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("committed file: %d bytes (%v), differs from what was written", len(got), err)
+	}
+}
