@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "bf16_amd64.h"
 
 // func colSumsAsm(s2, s1 *float64, am *float32, x *float32, n, ld, blocks int)
 //
@@ -88,26 +89,10 @@ TEXT ·toBF16Asm(SB), NOSPLIT, $0-32
 	MOVQ n+24(FP), CX
 	SHRQ $4, CX
 	JEQ  bdone
-	MOVL $0x7fffffff, AX
-	VPBROADCASTD AX, Z31
-	MOVL $0x7f800000, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x7fff, AX
-	VPBROADCASTD AX, Z29
-	MOVL $1, AX
-	VPBROADCASTD AX, Z28
-	MOVL $64, AX
-	VPBROADCASTD AX, Z27
+	BF16_CONSTS
 bloop:
 	VMOVDQU32 (SI), Z0
-	VPANDD    Z31, Z0, Z1
-	VPCMPUD   $6, Z30, Z1, K1 // |u| > 0x7f800000: NaN
-	VPSRLD    $16, Z0, Z2     // u >> 16
-	VPANDD    Z28, Z2, Z3     // (u >> 16) & 1
-	VPADDD    Z29, Z3, Z3
-	VPADDD    Z0, Z3, Z3
-	VPSRLD    $16, Z3, Z3     // (u + 0x7fff + lsb) >> 16
-	VPORD     Z27, Z2, K1, Z3 // NaN lanes: (u >> 16) | 64
+	BF16_RNE(Z0, Z1, Z2, Z3, K1)
 	VPMOVDW   Z3, (DI)
 	VPSLLD    $16, Z3, Z3
 	VMOVDQU32 Z3, (R8)

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "bf16_amd64.h"
 
 // Gram micro-kernel (AVX-512F) for AddGram: one tile of 12 rows × 32 columns of h,
 //
@@ -294,25 +295,15 @@ pack:
 // NaN quieted, |x| < 2⁻⁵⁰ to 0. Columns as gramPack: those of lmask read, those of smask
 // written (0 where not read). k ≥ 1.
 //
-// BF16R(z, t) rounds z's 16 floats so: the bf16 in the low half of each dword, 0 above, with
-// Z31 = 0x7fffffff, Z30 = 0x7f800000, Z29 = 0x7fff, Z28 = 1, Z27 = 0x40 and Z26 = 2⁻⁵⁰'s bits
-// (K5: |u| ≥ 2⁻⁵⁰, NaN included; K6: NaN; t = (u + 0x7fff + (u>>16 & 1)) >> 16, or for a NaN
-// (u >> 16) | 0x40).
+// BF16R(z) rounds z's 16 floats so, the bf16 in the low half of each dword (0 above): BF16_RNE
+// (bf16_amd64.h), then 0 where |u| < 2⁻⁵⁰ (Z26 its bits; NaN lanes kept). Z4-Z6, K5, K6 scratch.
 //
 // func gramPackPairs(dst *uint32, ldd int, src *float32, lds int, k int, lmask, smask int)
 
-#define BF16R(z, t) \
-	VPANDD      Z31, z, t      \
-	VPCMPUD     $5, Z26, t, K5 \
-	VPCMPUD     $6, Z30, t, K6 \
-	VPSRLD      $16, z, t      \
-	VPANDD      Z28, t, t      \
-	VPADDD      Z29, t, t      \
-	VPADDD      z, t, t        \
-	VPSRLD      $16, t, t      \
-	VPSRLD      $16, z, z      \
-	VPORD       Z27, z, K6, t  \
-	VMOVDQU32.Z t, K5, z
+#define BF16R(z) \
+	BF16_RNE(z, Z4, Z5, Z6, K6) \
+	VPCMPUD     $5, Z26, Z4, K5 \
+	VMOVDQU32.Z Z6, K5, z
 
 TEXT ·gramPackPairs(SB), NOSPLIT, $0-56
 	MOVQ  dst+0(FP), DI
@@ -331,16 +322,7 @@ TEXT ·gramPackPairs(SB), NOSPLIT, $0-56
 	SHRL  $16, AX
 	KMOVW AX, K4
 
-	MOVL $0x7fffffff, AX
-	VPBROADCASTD AX, Z31
-	MOVL $0x7f800000, AX
-	VPBROADCASTD AX, Z30
-	MOVL $0x7fff, AX
-	VPBROADCASTD AX, Z29
-	MOVL $1, AX
-	VPBROADCASTD AX, Z28
-	MOVL $0x40, AX
-	VPBROADCASTD AX, Z27
+	BF16_CONSTS
 	MOVL $0x26800000, AX
 	VPBROADCASTD AX, Z26
 
@@ -355,10 +337,10 @@ pairs:
 	VMOVDQU32.Z 64(SI)(R8*1), K2, Z3
 
 last:
-	BF16R(Z0, Z4)
-	BF16R(Z1, Z4)
-	BF16R(Z2, Z4)
-	BF16R(Z3, Z4)
+	BF16R(Z0)
+	BF16R(Z1)
+	BF16R(Z2)
+	BF16R(Z3)
 	VPSLLD    $16, Z0, Z0
 	VPORD     Z2, Z0, Z0
 	VPSLLD    $16, Z1, Z1

@@ -709,31 +709,14 @@ func TestGramPrecision(t *testing.T) {
 		x := gramActs(rng, n, c)
 		ref, _ := gramRef(x, n, c)
 		raw, _ := gramRefOf(x, n, c)
-		var rd, ro []float64 // the rounding's difference
-		for i := 0; i < c; i++ {
-			rd = append(rd, math.Abs(ref[i*c+i]-raw[i*c+i])/raw[i*c+i])
-			for j := i + 1; j < c; j++ {
-				ro = append(ro, math.Abs(ref[i*c+j]-raw[i*c+j])/math.Sqrt(raw[i*c+i]*raw[j*c+j]))
-			}
-		}
-		sort.Float64s(rd)
-		sort.Float64s(ro)
+		rd, ro := gramErrors(ref, raw, c) // the rounding's difference
 		t.Logf("n=%d x rounded to bf16        diagonal: median %.2g, max %.2g; off-diagonal (/√(HiiHjj)): median %.2g, max %.2g",
 			n, rd[len(rd)/2], rd[len(rd)-1], ro[len(ro)/2], ro[len(ro)-1])
 		for _, block := range []int{gramBlock, 512, n} {
 			if block > n || block == 512 && n == 512 {
 				continue
 			}
-			h := gramBlocked(x, n, c, block)
-			var diag, off []float64
-			for i := 0; i < c; i++ {
-				diag = append(diag, math.Abs(h[i*c+i]-ref[i*c+i])/ref[i*c+i])
-				for j := i + 1; j < c; j++ {
-					off = append(off, math.Abs(h[i*c+j]-ref[i*c+j])/math.Sqrt(ref[i*c+i]*ref[j*c+j]))
-				}
-			}
-			sort.Float64s(diag)
-			sort.Float64s(off)
+			diag, off := gramErrors(gramBlocked(x, n, c, block), ref, c)
 			name := fmt.Sprintf("n=%d block %d", n, block)
 			if block == n {
 				name = fmt.Sprintf("n=%d float32 throughout", n)
@@ -745,6 +728,20 @@ func TestGramPrecision(t *testing.T) {
 			}
 		}
 	}
+}
+
+// gramErrors returns, sorted, the relative errors of h's diagonal against ref's and of its
+// other upper elements relative to √(ref_ii·ref_jj).
+func gramErrors(h, ref []float64, c int) (diag, off []float64) {
+	for i := 0; i < c; i++ {
+		diag = append(diag, math.Abs(h[i*c+i]-ref[i*c+i])/ref[i*c+i])
+		for j := i + 1; j < c; j++ {
+			off = append(off, math.Abs(h[i*c+j]-ref[i*c+j])/math.Sqrt(ref[i*c+i]*ref[j*c+j]))
+		}
+	}
+	sort.Float64s(diag)
+	sort.Float64s(off)
+	return diag, off
 }
 
 // gramBlocked is AddGram's scheme with token blocks of block (the first float32 kernel of
