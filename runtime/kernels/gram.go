@@ -130,8 +130,8 @@ func gramPackGo(dst []float32, ldd int, src []float32, lds, k, lmask, smask int)
 // the job handed to the pool. The zero value is ready to use; AddGram grows it as needed
 // (with m = min(n, 256) tokens: m·c floats shared by the workers, and m·min(c, 512) floats per
 // worker, 4 MiB in all for c = 3072 on two workers, half that with the pair kernel; and for the
-// float32 kernels x rounded, n·c floats) and a call that finds it large enough does not
-// allocate. The caller owns it: one GramScratch serves one AddGram call at a time (calls
+// float32 kernels a token block of x rounded, m·c floats) and a call that finds it large enough
+// does not allocate. The caller owns it: one GramScratch serves one AddGram call at a time (calls
 // that may run concurrently need one each), and it may be dropped between calls.
 type GramScratch struct {
 	xr     []float32   // x rounded by gramBF16 (the float32 kernels)
@@ -216,6 +216,15 @@ func AddGram(h []float64, x []float32, n, c int, pool *Pool, s *GramScratch) {
 func addGram(h []float64, x []float32, n, c int, pool *Pool, s *GramScratch, g gramImpl) {
 	if s == nil {
 		s = new(GramScratch)
+	}
+	if !g.pairs && n > gramBlock {
+		// The float32 kernels read x rounded (s.xr): one token block at a time, so that s.xr
+		// holds one block. Blocks are summed apart anyway: the same bits as one call.
+		for t0 := 0; t0 < n; t0 += gramBlock {
+			k := min(gramBlock, n-t0)
+			addGram(h, x[t0*c:(t0+k)*c], k, c, pool, s, g)
+		}
+		return
 	}
 	workers := 1
 	if pool != nil && c*c*n >= parallelGramWork {
