@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -485,6 +486,11 @@ func TestConvertLayerSequential(t *testing.T) {
 				t.Fatalf("verify %s: exit %d: %s", out, code, stderr)
 			}
 		}
+	}
+	// The layer-sequential run set the collector's target (this process has no GOGC); put
+	// the default back.
+	if prev := debug.SetGCPercent(100); os.Getenv("GOGC") == "" && prev != sequenceGCPercent {
+		t.Errorf("GC percent after a layer-sequential run: %d, want %d", prev, sequenceGCPercent)
 	}
 	for _, c := range []struct {
 		args []string
