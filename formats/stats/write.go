@@ -415,17 +415,12 @@ func (sw *Writer) writeGridRows(ti int, weight string, h []float64, c, i0, i1 in
 		return err
 	}
 	for r := i0; r < i1; r++ {
-		for j, row := r, h[r*c+r:r*c+c]; len(row) > 0; {
-			k := min(len(row), (cap(buf)-len(buf))/8)
-			out := buf[len(buf) : len(buf)+8*k]
-			for e, x := range row[:k] {
-				v, ok := gridFloat(x)
-				if !ok {
-					return fmt.Errorf("%s: %s: Hessian[%d, %d]: the sum %g is not finite or leaves the exact range ±2^63", sw.path, weight, r, j+e, x)
-				}
-				binary.LittleEndian.PutUint64(out[8*e:], math.Float64bits(v))
+		for j, x := range h[r*c+r : r*c+c] {
+			v, ok := gridFloat(x)
+			if !ok {
+				return fmt.Errorf("%s: %s: Hessian[%d, %d]: the sum %g is not finite or leaves the exact range ±2^63", sw.path, weight, r, r+j, x)
 			}
-			buf, row, j = buf[:len(buf)+8*k], row[k:], j+k
+			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(v))
 			if len(buf) == cap(buf) {
 				if err := flush(); err != nil {
 					return err

@@ -86,18 +86,13 @@ func (g gramImpl) slots(k int) int {
 // gramGo is the generic implementation, the operations of the AVX-512 one.
 var gramGo = gramImpl{"go", 12, 32, false, gramTileGo, gramPackGo}
 
-// gramBF16 returns the value AddGram multiplies for x: x rounded to the nearest bf16, ties to
-// even (llama.cpp's ggml_compute_fp32_to_bf16), as a float32; 0 where |x| < 2⁻⁵⁰; a NaN
-// stays a NaN (quieted, truncated).
+// gramBF16 returns the value AddGram multiplies for x: 0 where |x| < 2⁻⁵⁰, else roundBF16(x)
+// (llama.cpp's ggml_compute_fp32_to_bf16: nearest even; a NaN quieted, truncated).
 func gramBF16(x float32) float32 {
-	u := math.Float32bits(x)
-	switch a := u & 0x7fffffff; {
-	case a < gramFlush:
+	if math.Float32bits(x)&0x7fffffff < gramFlush {
 		return 0
-	case a > 0x7f800000:
-		return math.Float32frombits((u | 0x00400000) &^ 0xffff)
 	}
-	return math.Float32frombits((u + 0x7fff + u>>16&1) &^ 0xffff)
+	return roundBF16(x)
 }
 
 // gramFlush is the bits of 2⁻⁵⁰, below which gramBF16 gives 0.
