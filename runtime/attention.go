@@ -17,17 +17,21 @@ const minAttnWork = 1 << 14
 const attnTileQueries = 32
 
 // storeKV copies the new keys and values of an attention node into its layer's cache: the
-// values position-major, the keys in blocks of kernels.KeyBlock positions (State.k).
+// values position-major, the keys in blocks of kernels.KeyBlock positions (State.k); in a
+// batch (State.batch), row t into the cache of its sequence.
 func (st *State) storeKV(en *execNode, n int) {
 	s := st.m.spec
 	kvDim := s.KVHeads * s.HeadDim
 	l := en.n.Layer
-	copy(st.v[l][st.pos*kvDim:(st.pos+n)*kvDim], st.rows(en.in[2], 0, n))
-	K, k := st.k[l], st.rows(en.in[1], 0, n)
-	const kb = kernels.KeyBlock
+	k, v := st.rows(en.in[1], 0, n), st.rows(en.in[2], 0, n)
 	for t := 0; t < n; t++ {
-		p := st.pos + t
-		blk := K[p/kb*kb*kvDim+p%kb:]
+		seq, p := st, st.pos+t
+		if st.batch != nil {
+			seq, p = st.batch[t], st.batch[t].pos
+		}
+		copy(seq.v[l][p*kvDim:(p+1)*kvDim], v[t*kvDim:])
+		const kb = kernels.KeyBlock
+		blk := seq.k[l][p/kb*kb*kvDim+p%kb:]
 		for i, x := range k[t*kvDim : (t+1)*kvDim] {
 			blk[i*kb] = x
 		}
@@ -51,11 +55,17 @@ func (m *Model) attention(st *State, en *execNode, n int) {
 func (m *Model) attend(st *State, en *execNode, n int) {
 	s := m.spec
 	group := s.Heads / s.KVHeads
-	tq := max(1, min(n, attnTileQueries/group))
+	tq, end := max(1, min(n, attnTileQueries/group)), st.pos+n
+	if st.batch != nil { // a tile per sequence
+		tq, end = 1, 0
+		for _, seq := range st.batch {
+			end = max(end, seq.pos+1)
+		}
+	}
 	tiles := (n + tq - 1) / tq
 	st.att = attnJob{st: st, en: en, n: n, scale: en.n.Scale, tq: tq, tiles: tiles}
 	// Chunks of about minAttnWork multiply-adds: at decode a few KV heads each.
-	work := tq * group * (st.pos + n) * s.HeadDim * 2
+	work := tq * group * end * s.HeadDim * 2
 	m.pool.RunDynamic(s.KVHeads*tiles, max(1, minAttnWork/max(1, work)), st.attRun)
 }
 
@@ -89,6 +99,13 @@ func (j *attnJob) run(w, lo, hi int) {
 // row, and the values weighted by the probabilities.
 func (j *attnJob) tile(w, g, t0, t1 int) {
 	st := j.st
+	// seq holds the tile's keys and values, token t at position pos+t: st's own, or in a
+	// batch the one sequence of the tile's token.
+	seq, pos := st, st.pos
+	if st.batch != nil {
+		seq = st.batch[t0]
+		pos = seq.pos - t0
+	}
 	s := st.m.spec
 	hd := s.HeadDim
 	group := s.Heads / s.KVHeads
@@ -97,8 +114,8 @@ func (j *attnJob) tile(w, g, t0, t1 int) {
 	l := node.Layer
 	q, ctx := st.rows(j.en.in[0], 0, j.n), st.rows(j.en.out, 0, j.n)
 	const kb = kernels.KeyBlock
-	b0 := visibleFrom(node, st.pos+t0) / kb
-	nb := (st.pos+t1-1)/kb - b0 + 1
+	b0 := visibleFrom(node, pos+t0) / kb
+	nb := (pos+t1-1)/kb - b0 + 1
 	base, ldS := b0*kb, nb*kb // the position of each row's first score; the row length
 	nq, gw := (t1-t0)*group, group*hd
 	sc := &st.attw[w]
@@ -111,9 +128,9 @@ func (j *attnJob) tile(w, g, t0, t1 int) {
 	for t := t0; t < t1; t++ {
 		copy(sc.q[(t-t0)*gw:(t-t0+1)*gw], q[t*qDim+g*gw:])
 	}
-	kernels.AttnScores(sc.s, ldS, sc.q, nq, hd, st.k[l][base*kvDim+g*hd*kb:], kvDim*kb, nb, j.scale)
+	kernels.AttnScores(sc.s, ldS, sc.q, nq, hd, seq.k[l][base*kvDim+g*hd*kb:], kvDim*kb, nb, j.scale)
 	for i := range nq {
-		own := st.pos + t0 + i/group
+		own := pos + t0 + i/group
 		lo, hi := visibleFrom(node, own)-base, own+1-base
 		p := sc.s[i*ldS+lo : i*ldS+hi]
 		if c := node.Cap; c != 0 {
@@ -122,7 +139,7 @@ func (j *attnJob) tile(w, g, t0, t1 int) {
 		kernels.Softmax(p)
 		sc.lo[i], sc.hi[i] = lo, hi
 	}
-	kernels.AttnValues(sc.o, hd, sc.s, ldS, st.v[l][base*kvDim+g*hd:], kvDim, hd, sc.lo, sc.hi)
+	kernels.AttnValues(sc.o, hd, sc.s, ldS, seq.v[l][base*kvDim+g*hd:], kvDim, hd, sc.lo, sc.hi)
 	for t := t0; t < t1; t++ {
 		copy(ctx[t*qDim+g*gw:t*qDim+(g+1)*gw], sc.o[(t-t0)*gw:])
 	}

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gquant/gquant/formats/hf/synth"
@@ -63,6 +64,117 @@ func TestPrefillMatchesDecode(t *testing.T) {
 					t.Errorf("a decode step allocates %v times, want 1 (the logits)", n)
 				}
 			})
+		}
+	}
+}
+
+// TestEvalBatch decodes three sequences of different lengths together (EvalBatch), then two of
+// them in the other order, and compares every step's logits with those of each sequence
+// decoded alone (Eval): bit-identical, the kernels giving a token the same bits in any batch
+// (bf16 weights and quantized ones; a dense model, a sliding-window one, a mixture of
+// experts), for every implementation.
+func TestEvalBatch(t *testing.T) {
+	ids := synthIDs(40)
+	prompts := [][]int{ids[:5], ids[5:14], ids[14:16]}
+	for _, tc := range []struct{ preset, scheme string }{
+		{"tiny-qwen3", "bf16"}, {"tiny-qwen3", "q4_0"}, {"tiny-qwen3", "q4_k_m"}, {"tiny-gemma3", "q8_0"}, {"tiny-qwen3moe", "q4_0"},
+	} {
+		spec, err := synth.Preset(tc.preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(t.TempDir(), tc.preset)
+		if err := synth.Generate(dir, spec, synth.Options{Seed: 5}); err != nil {
+			t.Fatal(err)
+		}
+		path := dir // the HuggingFace folder's bf16 weights
+		if tc.scheme != "bf16" {
+			path = convertGGUF(t, dir, tc.scheme)
+		}
+		for _, impl := range kernels.Impls() {
+			t.Run(tc.preset+"/"+tc.scheme+"/"+impl, func(t *testing.T) {
+				restore, err := kernels.SetImpl(impl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer restore()
+				m := loadModel(t, path, Options{Threads: 2})
+				V := m.Vocab()
+				alone, batch := make([]*State, 3), make([]*State, 3)
+				for i, p := range prompts {
+					alone[i], batch[i] = m.NewState(32), m.NewState(32)
+					for _, st := range []*State{alone[i], batch[i]} {
+						if _, err := m.Eval(st, p, false); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				steps := [][]int{{0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {2, 0}, {2, 0}, {1}}
+				for s, seqs := range steps {
+					var sts []*State
+					var toks []int
+					for _, i := range seqs {
+						sts, toks = append(sts, batch[i]), append(toks, ids[20+3*s+i])
+					}
+					got, err := m.EvalBatch(sts, toks)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for r, i := range seqs {
+						want, err := m.Eval(alone[i], toks[r:r+1], false)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if batch[i].Pos() != alone[i].Pos() {
+							t.Fatalf("step %d: sequence %d at position %d, alone %d", s, i, batch[i].Pos(), alone[i].Pos())
+						}
+						for k, v := range want {
+							if w := got[r*V+k]; math.Float32bits(v) != math.Float32bits(w) {
+								t.Fatalf("step %d, sequence %d, logit %d: batched %v, alone %v", s, i, k, w, v)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestEvalBatchRefuses: mismatched arguments, a state given twice or of another model, and a
+// full state are errors naming the model, and change no state.
+func TestEvalBatchRefuses(t *testing.T) {
+	spec, err := synth.Preset("tiny-qwen3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "qwen3")
+	if err := synth.Generate(dir, spec, synth.Options{Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	m := loadModel(t, dir, Options{Threads: 1})
+	other := loadModel(t, dir, Options{Threads: 1})
+	a, b, full := m.NewState(8), m.NewState(8), m.NewState(1)
+	if _, err := m.Eval(full, []int{1}, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sts  []*State
+		toks []int
+		want string
+	}{
+		{nil, nil, "0 states and 0 tokens"},
+		{[]*State{a, b}, []int{1}, "2 states and 1 tokens"},
+		{[]*State{a, a}, []int{1, 2}, "state 1 is given twice"},
+		{[]*State{a, other.NewState(8)}, []int{1, 2}, "state 1 belongs to another model"},
+		{[]*State{a, full}, []int{1, 2}, "state 1 is full (1 tokens)"},
+		{[]*State{a, b}, []int{1, -1}, "token id -1 is out of range"},
+	} {
+		_, err := m.EvalBatch(tc.sts, tc.toks)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), dir) {
+			t.Errorf("%q: %v", tc.want, err)
+		}
+		if a.Pos() != 0 || b.Pos() != 0 {
+			t.Fatalf("%q: states moved to %d, %d", tc.want, a.Pos(), b.Pos())
 		}
 	}
 }

@@ -14,7 +14,9 @@
 // and up). Attention runs head by head over the pool; the elementwise steps between the
 // products (norms, RoPE, residuals, SwiGLU) run as per-token pool jobs, fused into one pass
 // each when no Activation hook needs the tensors in between (tokops.go). A decode step
-// allocates nothing but its logits.
+// allocates nothing but its logits. Model.EvalBatch decodes several sequences (States) in one
+// step: their new tokens go through the weight matrices together, which reads the weights once
+// for all of them, and each attends to its own cache.
 //
 // A Model may be shared by goroutines, but its evaluations are serialised (one pool per
 // model): use one Model per goroutine for parallel work. A State belongs to one Model and one

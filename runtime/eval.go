@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gquant/gquant/formats/gqf"
 	"github.com/gquant/gquant/runtime/arch"
@@ -52,19 +53,86 @@ func (m *Model) forward(st *State, tokens []int, allLogits bool) []float32 {
 	for i := range m.plan.steps {
 		m.runStep(st, &m.plan.steps[i], tokens, n)
 	}
-	st.pos += n
+	if st.batch != nil {
+		for _, s := range st.batch {
+			s.pos++
+		}
+	} else {
+		st.pos += n
+	}
 	return st.logits
+}
+
+// EvalBatch appends one token to each of several sequences at once, tokens[i] to sts[i], and
+// returns the logits of the new positions, len(sts)×Vocab() (row i is sts[i]'s; the slice is
+// the caller's). The new tokens go through every weight matrix together, so that a decode step
+// of B sequences reads the weights once instead of B times; each token attends to its own
+// sequence's cache. A sequence gets the logits Eval would give it alone, bit for bit where the
+// kernels give a token the same bits in any batch (as they do for bf16 and quantized weights:
+// TestEvalBatch). The
+// states must be distinct states of m (of one rotary scaling: made with capacities on the same
+// side of the original context of a long-context model), each with room for one more token. A
+// model whose hooks observe attention's scores cannot batch (an error).
+func (m *Model) EvalBatch(sts []*State, tokens []int) ([]float32, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, fmt.Errorf("%s: %w", m.path, errClosed)
+	}
+	switch {
+	case len(sts) == 0 || len(sts) != len(tokens):
+		return nil, fmt.Errorf("%s: EvalBatch: %d states and %d tokens", m.path, len(sts), len(tokens))
+	case !m.plan.batches:
+		return nil, fmt.Errorf("%s: EvalBatch: the hooks observe attention, which sequences evaluated together do not support", m.path)
+	}
+	seen := make(map[*State]bool, len(sts))
+	for i, st := range sts {
+		switch {
+		case st == nil || st.m != m:
+			return nil, fmt.Errorf("%s: EvalBatch: state %d belongs to another model", m.path, i)
+		case seen[st]:
+			return nil, fmt.Errorf("%s: EvalBatch: state %d is given twice", m.path, i)
+		case !slices.Equal(st.ropes, sts[0].ropes):
+			return nil, fmt.Errorf("%s: EvalBatch: states 0 and %d have different rotary tables (capacities on either side of the original context %d)", m.path, i, m.spec.RopeScaling.OriginalContext)
+		case tokens[i] < 0 || tokens[i] >= m.embd.rows:
+			return nil, fmt.Errorf("%s: EvalBatch: token id %d is out of range [0,%d)", m.path, tokens[i], m.embd.rows)
+		}
+		seen[st] = true
+		if err := m.CheckContext(st.pos, 1); err != nil {
+			return nil, err
+		}
+		if st.pos >= st.max {
+			return nil, fmt.Errorf("%s: EvalBatch: state %d is full (%d tokens)", m.path, i, st.max)
+		}
+	}
+	d := sts[0] // drives the evaluation: its buffers hold every row
+	if len(sts) > 1 {
+		d.batch = sts
+		defer func() { d.batch = nil }()
+	}
+	return m.forward(d, tokens, true), nil
 }
 
 // begin prepares st for an evaluation of n new positions: the KV cache, the working buffers,
 // the rotation tables and, with logits, the logits of positions [first, n).
 func (m *Model) begin(st *State, n, first int, logits bool) {
-	st.growCache(st.pos + n)
+	if st.batch == nil {
+		st.growCache(st.pos + n)
+	}
+	for _, s := range st.batch {
+		s.growCache(s.pos + 1)
+	}
 	st.size(n)
 	for k, r := range st.ropes {
 		st.cos[k] = grow(st.cos[k], n*r.half)
 		st.sin[k] = grow(st.sin[k], n*r.half)
-		arch.RopeTables(r.invFreq, st.pos, n, st.cos[k], st.sin[k])
+		if st.batch == nil {
+			arch.RopeTables(r.invFreq, st.pos, n, st.cos[k], st.sin[k])
+		}
+		for t, s := range st.batch { // row t at its sequence's position
+			h := r.half
+			arch.RopeTables(r.invFreq, s.pos, 1, st.cos[k][t*h:(t+1)*h], st.sin[k][t*h:(t+1)*h])
+		}
 		if r.attn != 1 {
 			for i := range st.cos[k] {
 				st.cos[k][i] *= r.attn

@@ -101,6 +101,9 @@ type plan struct {
 	// bareOutput reports that the logits are one linear step with no observed or quantized
 	// point: State.SkipLogits can skip it.
 	bareOutput bool
+	// batches reports that Model.EvalBatch can run the plan: every attention is a
+	// stepAttention (none observed).
+	batches bool
 }
 
 // compile builds the plan of m's graph. observed reports which points Hooks.Activation
@@ -205,9 +208,13 @@ func (m *Model) compile(g *arch.Graph, observed, modifies func(string) bool, qua
 	}
 	p.steps = schedule(p.nodes, m.blocks)
 	p.vals = vals
+	p.batches = true
 	for _, st := range p.steps {
 		if st.kind == stepLinear && st.tail && len(st.lin) == 1 && st.lin[0].out == p.output.out {
 			p.bareOutput = true
+		}
+		if st.kind == stepNode && st.node.n.Op == arch.OpAttention {
+			p.batches = false // attentionNode: one sequence's scores
 		}
 	}
 	return p, nil

@@ -42,6 +42,10 @@ type State struct {
 
 	skipLogits bool // SkipLogits
 
+	// batch, during an EvalBatch that this state drives (its buffers hold every sequence's
+	// row), is the sequences: row t is batch[t]'s next position, stored in batch[t]'s cache.
+	batch []*State
+
 	moe  moeScratch // moe nodes (moe.go)
 	read int64      // BytesRead
 }
