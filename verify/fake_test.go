@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -32,7 +33,10 @@ type fakeModel struct {
 	vocab, nl, h int
 	noise        float64
 	max, pos     int
+	seqs         []int // BeginSeqs's sequences: their positions
+	seqMax       int
 	evaluated    int // tokens evaluated in total
+	steps        int // Eval, EvalSeq and EvalSeqs calls
 	hidden       [][]float32
 }
 
@@ -50,7 +54,34 @@ func (m *fakeModel) logit(tok, pos, v int) float32 {
 	return float32(x + m.noise*math.Cos(1.3*float64(v)+float64(tok)+0.7*float64(pos)))
 }
 
+func (m *fakeModel) BeginSeqs(n, max int) { m.seqs, m.seqMax = make([]int, n), max }
+
+func (m *fakeModel) EvalSeq(i int, tokens []int) ([]float32, error) {
+	return m.EvalSeqs(slices.Repeat([]int{i}, len(tokens)), tokens)
+}
+
+// EvalSeqs evaluates tokens[k] at the next position of sequence seqs[k], in order; a sequence
+// may repeat (EvalSeq's tokens), the logits then being those of its last token only.
+func (m *fakeModel) EvalSeqs(seqs, tokens []int) ([]float32, error) {
+	m.steps++
+	var out []float32
+	for k, i := range seqs {
+		if m.seqs[i] >= m.seqMax {
+			return nil, fmt.Errorf("%s: sequence %d over capacity", m.path, i)
+		}
+		m.evaluated++
+		if k == len(seqs)-1 || seqs[k+1] != i {
+			for v := 0; v < m.vocab; v++ {
+				out = append(out, m.logit(tokens[k], m.seqs[i], v))
+			}
+		}
+		m.seqs[i]++
+	}
+	return out, nil
+}
+
 func (m *fakeModel) Eval(tokens []int, all, capture bool) ([]float32, [][]float32, error) {
+	m.steps++
 	if m.pos+len(tokens) > m.max {
 		return nil, nil, fmt.Errorf("%s: over capacity", m.path)
 	}

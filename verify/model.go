@@ -36,7 +36,7 @@ type Tokenizer interface {
 }
 
 // Model is what verify drives: one sequence at a time, with optional capture of the hidden state
-// after every block. OpenRuntime gives one backed by gquant's runtime.
+// after every block, or several decoding together (greedy continuations). OpenRuntime gives one backed by gquant's runtime.
 type Model interface {
 	Path() string
 	Vocab() int
@@ -48,6 +48,14 @@ type Model interface {
 	BPW() (all, linear float64)
 	// Begin starts a new sequence of at most maxTokens tokens.
 	Begin(maxTokens int)
+	// BeginSeqs starts n sequences of at most maxTokens tokens each (Begin's is another),
+	// replacing those of an earlier call. EvalSeq appends tokens to sequence i and returns the
+	// logits of its last position; EvalSeqs appends tokens[k] to sequence seqs[k] for every k
+	// (distinct sequences), all evaluated together, and returns the logits of each new position
+	// (len(seqs)×Vocab, row k for seqs[k]).
+	BeginSeqs(n, maxTokens int)
+	EvalSeq(i int, tokens []int) ([]float32, error)
+	EvalSeqs(seqs, tokens []int) ([]float32, error)
 	// Eval appends tokens to the sequence. It returns the logits of every new position
 	// (len(tokens)×Vocab) when all is set, else those of the last. With capture, hidden[l] holds
 	// the hidden state after block l for the new positions (len(tokens)×dim, row-major), valid
@@ -60,6 +68,8 @@ type Model interface {
 type rtModel struct {
 	m       *runtime.Model
 	st      *runtime.State
+	seqs    []*runtime.State // BeginSeqs's
+	batch   []*runtime.State // EvalSeqs's, reused
 	capture bool
 	hidden  [][]float32
 }
@@ -118,6 +128,37 @@ func (a *rtModel) Begin(maxTokens int) {
 		a.st = a.m.NewState(maxTokens)
 	}
 	a.st.Reset()
+}
+
+func (a *rtModel) BeginSeqs(n, maxTokens int) {
+	for i := range n {
+		if i == len(a.seqs) {
+			a.seqs = append(a.seqs, nil)
+		}
+		if a.seqs[i] == nil || a.seqs[i].Cap() < maxTokens {
+			a.seqs[i] = a.m.NewState(maxTokens)
+		}
+		a.seqs[i].Reset()
+	}
+	a.seqs = a.seqs[:n]
+}
+
+func (a *rtModel) EvalSeq(i int, tokens []int) ([]float32, error) {
+	if i < 0 || i >= len(a.seqs) {
+		return nil, fmt.Errorf("%s: sequence %d of %d", a.m.Path(), i, len(a.seqs))
+	}
+	return a.m.Eval(a.seqs[i], tokens, false)
+}
+
+func (a *rtModel) EvalSeqs(seqs, tokens []int) ([]float32, error) {
+	a.batch = a.batch[:0]
+	for _, i := range seqs {
+		if i < 0 || i >= len(a.seqs) {
+			return nil, fmt.Errorf("%s: sequence %d of %d", a.m.Path(), i, len(a.seqs))
+		}
+		a.batch = append(a.batch, a.seqs[i])
+	}
+	return a.m.EvalBatch(a.batch, tokens)
 }
 
 func (a *rtModel) Eval(tokens []int, all, capture bool) ([]float32, [][]float32, error) {
