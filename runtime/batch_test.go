@@ -2,11 +2,9 @@ package runtime_test
 
 import (
 	"math"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/gquant/gquant/formats/hf/synth"
 	. "github.com/gquant/gquant/runtime"
 	"github.com/gquant/gquant/runtime/kernels"
 )
@@ -17,14 +15,7 @@ import (
 // bits in any batch and every other step is done token by token in the same order. It also
 // checks that a decode step allocates nothing but its logits.
 func TestPrefillMatchesDecode(t *testing.T) {
-	spec, err := synth.Preset("tiny-qwen3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "qwen3")
-	if err := synth.Generate(dir, spec, synth.Options{Seed: 3}); err != nil {
-		t.Fatal(err)
-	}
+	dir := presetFolder(t, "tiny-qwen3", 3)
 	ids := synthIDs(21) // 8 + 8 + 4 + 1 tokens: every tile size of the GEMM kernels
 	for _, scheme := range []string{"q4_0", "q8_0", "q4_k_m"} {
 		path := convertGGUF(t, dir, scheme)
@@ -79,14 +70,7 @@ func TestEvalBatch(t *testing.T) {
 	for _, tc := range []struct{ preset, scheme string }{
 		{"tiny-qwen3", "bf16"}, {"tiny-qwen3", "q4_0"}, {"tiny-qwen3", "q4_k_m"}, {"tiny-gemma3", "q8_0"}, {"tiny-qwen3moe", "q4_0"},
 	} {
-		spec, err := synth.Preset(tc.preset)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := filepath.Join(t.TempDir(), tc.preset)
-		if err := synth.Generate(dir, spec, synth.Options{Seed: 5}); err != nil {
-			t.Fatal(err)
-		}
+		dir := presetFolder(t, tc.preset, 5)
 		path := dir // the HuggingFace folder's bf16 weights
 		if tc.scheme != "bf16" {
 			path = convertGGUF(t, dir, tc.scheme)
@@ -143,14 +127,7 @@ func TestEvalBatch(t *testing.T) {
 // TestEvalBatchRefuses: mismatched arguments, a state given twice or of another model, and a
 // full state are errors naming the model, and change no state.
 func TestEvalBatchRefuses(t *testing.T) {
-	spec, err := synth.Preset("tiny-qwen3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "qwen3")
-	if err := synth.Generate(dir, spec, synth.Options{Seed: 5}); err != nil {
-		t.Fatal(err)
-	}
+	dir := presetFolder(t, "tiny-qwen3", 5)
 	m := loadModel(t, dir, Options{Threads: 1})
 	other := loadModel(t, dir, Options{Threads: 1})
 	a, b, full := m.NewState(8), m.NewState(8), m.NewState(1)

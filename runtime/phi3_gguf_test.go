@@ -8,7 +8,6 @@ import (
 
 	"github.com/gquant/gquant/convert"
 	"github.com/gquant/gquant/formats/gguf"
-	"github.com/gquant/gquant/formats/hf/synth"
 	. "github.com/gquant/gquant/runtime"
 )
 
@@ -61,14 +60,7 @@ func fuseQKV(t *testing.T, in, out string) {
 // (f16 and q8_0: the rows of a quantized matrix are whole blocks), and is refused by name for
 // requantization.
 func TestPhi3FusedQKVGGUF(t *testing.T) {
-	spec, err := synth.Preset("tiny-phi3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "model")
-	if err := synth.Generate(dir, spec, synth.Options{Seed: 5}); err != nil {
-		t.Fatal(err)
-	}
+	dir := presetFolder(t, "tiny-phi3", 5)
 	ids := synthIDs(24)
 	for _, scheme := range []string{"f16", "q8_0"} {
 		split := convertGGUF(t, dir, scheme)
@@ -77,6 +69,7 @@ func TestPhi3FusedQKVGGUF(t *testing.T) {
 		var logits [2][]float32
 		for i, path := range []string{split, fused} {
 			m := loadModel(t, path, Options{Threads: 1})
+			var err error
 			if logits[i], err = m.Eval(m.NewState(0), ids, true); err != nil {
 				t.Fatal(err)
 			}

@@ -516,6 +516,21 @@ func synthIDs(n int) []int {
 	return ids
 }
 
+// presetFolder writes synth's preset as a HuggingFace folder (weights from seed) in a
+// temporary directory and returns its path.
+func presetFolder(t testing.TB, preset string, seed uint64) string {
+	t.Helper()
+	spec, err := synth.Preset(preset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), preset)
+	if err := synth.Generate(dir, spec, synth.Options{Seed: seed}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestSynthAgainstFloat64 compares every position's logits of HF folders and of F32 and F16
 // GGUFs made from them with the float64 forward pass.
 func TestSynthAgainstFloat64(t *testing.T) {
