@@ -63,12 +63,19 @@ func TestPrefillMatchesDecode(t *testing.T) {
 // them in the other order, and compares every step's logits with those of each sequence
 // decoded alone (Eval): bit-identical, the kernels giving a token the same bits in any batch
 // (bf16 weights and quantized ones; a dense model, a sliding-window one, a mixture of
-// experts), for every implementation.
+// experts), for every implementation; and so with attention in its primitive form, where the
+// sequences are evaluated one after the other.
 func TestEvalBatch(t *testing.T) {
 	ids := synthIDs(40)
 	prompts := [][]int{ids[:5], ids[5:14], ids[14:16]}
-	for _, tc := range []struct{ preset, scheme string }{
-		{"tiny-qwen3", "bf16"}, {"tiny-qwen3", "q4_0"}, {"tiny-qwen3", "q4_k_m"}, {"tiny-gemma3", "q8_0"}, {"tiny-qwen3moe", "q4_0"},
+	// observe: a hook observes the attention scores, which puts attention in its primitive
+	// form: the sequences are then evaluated one after the other (Batches false).
+	for _, tc := range []struct {
+		preset, scheme string
+		observe        bool
+	}{
+		{"tiny-qwen3", "bf16", false}, {"tiny-qwen3", "q4_0", false}, {"tiny-qwen3", "q4_k_m", false},
+		{"tiny-gemma3", "q8_0", false}, {"tiny-qwen3moe", "q4_0", false}, {"tiny-qwen3", "q4_0", true},
 	} {
 		dir := presetFolder(t, tc.preset, 5)
 		path := dir // the HuggingFace folder's bf16 weights
@@ -76,13 +83,24 @@ func TestEvalBatch(t *testing.T) {
 			path = convertGGUF(t, dir, tc.scheme)
 		}
 		for _, impl := range kernels.Impls() {
-			t.Run(tc.preset+"/"+tc.scheme+"/"+impl, func(t *testing.T) {
+			name := tc.preset + "/" + tc.scheme + "/" + impl
+			if tc.observe {
+				name += "/observed"
+			}
+			t.Run(name, func(t *testing.T) {
 				restore, err := kernels.SetImpl(impl)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer restore()
-				m := loadModel(t, path, Options{Threads: 2})
+				o := Options{Threads: 2}
+				if tc.observe {
+					o.Hooks = &Hooks{Activation: func(string, []float32, int, int) {}, Points: func(p string) bool { return strings.HasSuffix(p, ".kq_softmax") }}
+				}
+				m := loadModel(t, path, o)
+				if m.Batches() == tc.observe {
+					t.Fatalf("Batches() is %v", m.Batches())
+				}
 				V := m.Vocab()
 				alone, batch := make([]*State, 3), make([]*State, 3)
 				for i, p := range prompts {

@@ -71,8 +71,10 @@ func (m *Model) forward(st *State, tokens []int, allLogits bool) []float32 {
 // kernels give a token the same bits in any batch (as they do for bf16 and quantized weights:
 // TestEvalBatch). The
 // states must be distinct states of m (of one rotary scaling: made with capacities on the same
-// side of the original context of a long-context model), each with room for one more token. A
-// model whose hooks observe attention's scores cannot batch (an error).
+// side of the original context of a long-context model), each with room for one more token.
+// Where attention runs in its primitive form (hooks observing its scores, an encoding inside
+// it: Batches is false), the sequences are evaluated one after the other, with the same
+// results.
 func (m *Model) EvalBatch(sts []*State, tokens []int) ([]float32, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -82,8 +84,6 @@ func (m *Model) EvalBatch(sts []*State, tokens []int) ([]float32, error) {
 	switch {
 	case len(sts) == 0 || len(sts) != len(tokens):
 		return nil, fmt.Errorf("%s: EvalBatch: %d states and %d tokens", m.path, len(sts), len(tokens))
-	case !m.plan.batches:
-		return nil, fmt.Errorf("%s: EvalBatch: the hooks observe attention, which sequences evaluated together do not support", m.path)
 	}
 	seen := make(map[*State]bool, len(sts))
 	for i, st := range sts {
@@ -105,6 +105,14 @@ func (m *Model) EvalBatch(sts []*State, tokens []int) ([]float32, error) {
 			return nil, fmt.Errorf("%s: EvalBatch: state %d is full (%d tokens)", m.path, i, st.max)
 		}
 	}
+	if !m.plan.batches {
+		V := m.Vocab()
+		logits := make([]float32, len(sts)*V)
+		for i, st := range sts {
+			copy(logits[i*V:], m.forward(st, tokens[i:i+1], false))
+		}
+		return logits, nil
+	}
 	d := sts[0] // drives the evaluation: its buffers hold every row
 	if len(sts) > 1 {
 		d.batch = sts
@@ -112,6 +120,10 @@ func (m *Model) EvalBatch(sts []*State, tokens []int) ([]float32, error) {
 	}
 	return m.forward(d, tokens, true), nil
 }
+
+// Batches reports whether EvalBatch evaluates its sequences together: every attention runs in
+// the fast form (no hook observes its scores, no encoding sits inside it).
+func (m *Model) Batches() bool { return m.plan.batches }
 
 // begin prepares st for an evaluation of n new positions: the KV cache, the working buffers,
 // the rotation tables and, with logits, the logits of positions [first, n).

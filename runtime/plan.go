@@ -101,8 +101,8 @@ type plan struct {
 	// bareOutput reports that the logits are one linear step with no observed or quantized
 	// point: State.SkipLogits can skip it.
 	bareOutput bool
-	// batches reports that Model.EvalBatch can run the plan: every attention is a
-	// stepAttention (none observed).
+	// batches reports that Model.EvalBatch can evaluate sequences together: every attention
+	// is a stepAttention (none in the primitive form).
 	batches bool
 }
 

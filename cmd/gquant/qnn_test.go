@@ -64,7 +64,7 @@ func TestQNNCalibrateConvertCLI(t *testing.T) {
 			if model != calModel {
 				continue
 			}
-			code, stdout, stderr := run("verify", out, "--ref", model, "--corpus", calCorpus, "--ctx", "32", "--chunks", "1", "--gen", "0", "--threads", "2")
+			code, stdout, stderr := run("verify", out, "--ref", model, "--corpus", calCorpus, "--ctx", "32", "--chunks", "1", "--gen", "4", "--threads", "2")
 			if code != 0 {
 				t.Fatalf("%s: verify: exit %d: %s", s.name, code, stderr)
 			}
