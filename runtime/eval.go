@@ -85,19 +85,17 @@ func (m *Model) EvalBatch(sts []*State, tokens []int) ([]float32, error) {
 	case len(sts) == 0 || len(sts) != len(tokens):
 		return nil, fmt.Errorf("%s: EvalBatch: %d states and %d tokens", m.path, len(sts), len(tokens))
 	}
-	seen := make(map[*State]bool, len(sts))
 	for i, st := range sts {
 		switch {
 		case st == nil || st.m != m:
 			return nil, fmt.Errorf("%s: EvalBatch: state %d belongs to another model", m.path, i)
-		case seen[st]:
+		case slices.Contains(sts[:i], st): // a few dozen states: no map to allocate
 			return nil, fmt.Errorf("%s: EvalBatch: state %d is given twice", m.path, i)
 		case !slices.Equal(st.ropes, sts[0].ropes):
 			return nil, fmt.Errorf("%s: EvalBatch: states 0 and %d have different rotary tables (capacities on either side of the original context %d)", m.path, i, m.spec.RopeScaling.OriginalContext)
 		case tokens[i] < 0 || tokens[i] >= m.embd.rows:
 			return nil, fmt.Errorf("%s: EvalBatch: token id %d is out of range [0,%d)", m.path, tokens[i], m.embd.rows)
 		}
-		seen[st] = true
 		if err := m.CheckContext(st.pos, 1); err != nil {
 			return nil, err
 		}
