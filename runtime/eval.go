@@ -66,30 +66,28 @@ func (m *Model) forward(st *State, tokens []int, allLogits bool) []float32 {
 // EvalBatch appends one token to each of several sequences at once, tokens[i] to sts[i], and
 // returns the logits of the new positions, len(sts)×Vocab() (row i is sts[i]'s; the slice is
 // the caller's). The new tokens go through every weight matrix together, so that a decode step
-// of B sequences reads the weights once instead of B times; each token attends to its own
-// sequence's cache. A sequence gets the logits Eval would give it alone, bit for bit where the
-// kernels give a token the same bits in any batch (as they do for bf16 and quantized weights:
-// TestEvalBatch). The
-// states must be distinct states of m (of one rotary scaling: made with capacities on the same
-// side of the original context of a long-context model), each with room for one more token.
-// Where attention runs in its primitive form (hooks observing its scores, an encoding inside
-// it: Batches is false), the sequences are evaluated one after the other, with the same
-// results.
+// of B sequences reads the weights once instead of B times (BytesRead counts them once, in
+// sts[0]); each token attends to its own sequence's cache. A sequence gets the logits Eval
+// would give it alone, bit for bit where the kernels give a token the same bits in any batch
+// (as they do for bf16 and quantized weights: TestEvalBatch). The states must be distinct
+// states of m (of one rotary scaling: made with capacities on the same side of the original
+// context of a long-context model), each with room for one more token. Where attention runs
+// in its primitive form (hooks observing its scores, an encoding inside it: Batches is false),
+// the sequences are evaluated one after the other, with the same results.
 func (m *Model) EvalBatch(sts []*State, tokens []int) ([]float32, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, fmt.Errorf("%s: %w", m.path, errClosed)
 	}
-	switch {
-	case len(sts) == 0 || len(sts) != len(tokens):
+	if len(sts) == 0 || len(sts) != len(tokens) {
 		return nil, fmt.Errorf("%s: EvalBatch: %d states and %d tokens", m.path, len(sts), len(tokens))
 	}
 	for i, st := range sts {
 		switch {
 		case st == nil || st.m != m:
 			return nil, fmt.Errorf("%s: EvalBatch: state %d belongs to another model", m.path, i)
-		case slices.Contains(sts[:i], st): // a few dozen states: no map to allocate
+		case slices.Contains(sts[:i], st):
 			return nil, fmt.Errorf("%s: EvalBatch: state %d is given twice", m.path, i)
 		case !slices.Equal(st.ropes, sts[0].ropes):
 			return nil, fmt.Errorf("%s: EvalBatch: states 0 and %d have different rotary tables (capacities on either side of the original context %d)", m.path, i, m.spec.RopeScaling.OriginalContext)
