@@ -137,31 +137,12 @@ func packRow(t WType, dst, src []byte, cols int, vals []uint8) {
 	gElems := 16 * lane
 	// Unpack the codes (unsigned, as stored) of the whole row into vals.
 	codes(t, vals, src, cols)
+	bs := t.TypeSize()
 	for g := 0; g < groups; g++ {
 		out := dst[g*gb : (g+1)*gb]
 		v := vals[g*gElems : (g+1)*gElems]
+		packValues(t, out, v, lane)
 		steps := lane / 4
-		switch t {
-		case Q8_0:
-			for e, c := range v {
-				out[ilIndex(e, lane)] = c
-			}
-		default:
-			for e, c := range v {
-				i := ilIndex(e, lane)
-				s, pos := i/64, i%64
-				out[64*(s/2)+pos] |= (c & 15) << (4 * (s % 2))
-				switch t {
-				case Q5_0, Q5_1, Q5_K:
-					if c&16 != 0 {
-						hi := out[32*steps+8*s:]
-						hi[pos/8] |= 1 << (pos % 8)
-					}
-				case Q6_K:
-					out[32*steps+pos] |= (c >> 4 & 3) << (2 * s)
-				}
-			}
-		}
 		// Scales.
 		tail := out[32*steps:]
 		switch t {
@@ -172,7 +153,6 @@ func packRow(t WType, dst, src []byte, cols int, vals []uint8) {
 		case Q8_0:
 			tail = out[512:]
 		}
-		bs := t.TypeSize()
 		switch t {
 		case Q4_0, IQ4_NL, Q4_1, Q5_0, Q5_1, Q8_0:
 			for j := 0; j < 16; j++ {
@@ -218,9 +198,57 @@ func packRow(t WType, dst, src []byte, cols int, vals []uint8) {
 	}
 }
 
+// packValues places a group's codes v (16 lanes of lane elements) in the interleaved layout of
+// out: byte 4j+b of step s holds element lane·j + 4s + b (ilIndex), written in output order;
+// the nibbles, and the fifth bits of Q5_* or bits 4-5 of Q6_K after them (the comment above).
+func packValues(t WType, out, v []uint8, lane int) {
+	steps := lane / 4
+	le := binary.LittleEndian
+	// The four bytes 4j..4j+3 of step s are elements lane·j + 4s … + 3: one 32-bit word.
+	word := func(j, s int) uint32 { return le.Uint32(v[lane*j+4*s:]) }
+	if t == Q8_0 {
+		for s := 0; s < steps; s++ {
+			for j := 0; j < 16; j++ {
+				le.PutUint32(out[64*s+4*j:], word(j, s))
+			}
+		}
+	} else {
+		// Nibble chunk c: steps 2c (low nibbles) and 2c+1 (high ones).
+		for c := 0; c < steps/2; c++ {
+			for j := 0; j < 16; j++ {
+				le.PutUint32(out[64*c+4*j:], word(j, 2*c)&0x0f0f0f0f|(word(j, 2*c+1)&0x0f0f0f0f)<<4)
+			}
+		}
+	}
+	switch t {
+	case Q5_0, Q5_1, Q5_K: // hi[s]: bit 4j+b is bit 4 of the value at step s, byte 4j+b
+		for s := 0; s < steps; s++ {
+			var w uint64
+			for j := 0; j < 16; j++ {
+				// The four bytes' bit 4 to bits 0-3: each at bit 8b of x, gathered at 24+b.
+				x := word(j, s) >> 4 & 0x01010101
+				w |= uint64(x*0x01020408>>24&15) << (4 * j)
+			}
+			le.PutUint64(out[32*steps+8*s:], w)
+		}
+	case Q6_K: // hi2 byte 4j+b: bits 4-5 of the value at step s in bits 2s, 2s+1
+		for j := 0; j < 16; j++ {
+			var x uint32
+			for s := 0; s < steps; s++ {
+				x |= (word(j, s) >> 4 & 0x03030303) << (2 * s)
+			}
+			le.PutUint32(out[32*steps+4*j:], x)
+		}
+	}
+}
+
 // codes writes the unsigned codes of one row of type t: Q4_0/Q4_1/IQ4_NL/Q4_K 0..15, Q5_* 0..31,
-// Q6_K 0..63, Q8_0 the int8 value plus 128.
+// Q6_K 0..63, Q8_0 the int8 value plus 128. Eight codes at a time, as 64-bit words: ggml's
+// blocks hold each run of 8 consecutive values in 8 consecutive bytes (nibbles and bit planes
+// apart).
 func codes(t WType, vals []uint8, src []byte, cols int) {
+	le := binary.LittleEndian
+	const nib, bit, two = 0x0f0f0f0f0f0f0f0f, 0x0101010101010101, 0x0303030303030303
 	switch t {
 	case Q4_0, IQ4_NL, Q4_1:
 		bs, off := 18, 2
@@ -228,9 +256,11 @@ func codes(t WType, vals []uint8, src []byte, cols int) {
 			bs, off = 20, 4
 		}
 		for b := 0; b < cols/32; b++ {
-			qs := src[b*bs+off:]
-			for j := 0; j < 16; j++ {
-				vals[32*b+j], vals[32*b+j+16] = qs[j]&15, qs[j]>>4
+			qs, v := src[b*bs+off:b*bs+off+16], vals[32*b:32*b+32]
+			for k := 0; k < 16; k += 8 {
+				w := le.Uint64(qs[k:])
+				le.PutUint64(v[k:], w&nib)
+				le.PutUint64(v[16+k:], w>>4&nib)
 			}
 		}
 	case Q5_0, Q5_1:
@@ -239,18 +269,20 @@ func codes(t WType, vals []uint8, src []byte, cols int) {
 			bs, off = 24, 4
 		}
 		for b := 0; b < cols/32; b++ {
-			blk := src[b*bs:]
-			qh := binary.LittleEndian.Uint32(blk[off:])
-			qs := blk[off+4:]
-			for j := 0; j < 16; j++ {
-				vals[32*b+j] = qs[j]&15 | uint8(qh>>j&1)<<4
-				vals[32*b+j+16] = qs[j]>>4 | uint8(qh>>(j+16)&1)<<4
+			blk, v := src[b*bs:], vals[32*b:32*b+32]
+			qh := le.Uint32(blk[off:])
+			qs := blk[off+4 : off+20]
+			for k := 0; k < 16; k += 8 {
+				w := le.Uint64(qs[k:])
+				le.PutUint64(v[k:], w&nib|spreadBits[qh>>k&0xff]<<4)
+				le.PutUint64(v[16+k:], w>>4&nib|spreadBits[qh>>(16+k)&0xff]<<4)
 			}
 		}
 	case Q8_0:
 		for b := 0; b < cols/32; b++ {
-			for j := 0; j < 32; j++ {
-				vals[32*b+j] = src[34*b+2+j] ^ 0x80
+			qs, v := src[34*b+2:34*b+34], vals[32*b:32*b+32]
+			for k := 0; k < 32; k += 8 {
+				le.PutUint64(v[k:], le.Uint64(qs[k:])^0x8080808080808080)
 			}
 		}
 	case Q4_K, Q5_K:
@@ -260,23 +292,28 @@ func codes(t WType, vals []uint8, src []byte, cols int) {
 		}
 		for b := 0; b < cols/256; b++ {
 			blk := src[b*bs:]
-			qs, qh := blk[16:], []byte(nil)
+			qs, qh := blk[16:144], []byte(nil)
 			if t == Q5_K {
-				qh, qs = blk[16:48], blk[48:]
+				qh, qs = blk[16:48], blk[48:176]
 			}
-			v := vals[256*b:]
+			v := vals[256*b : 256*b+256]
 			for j := 0; j < 4; j++ {
-				for l := 0; l < 32; l++ {
-					c0, c1 := qs[32*j+l]&15, qs[32*j+l]>>4
+				for k := 0; k < 32; k += 8 {
+					w := le.Uint64(qs[32*j+k:])
+					c0, c1 := w&nib, w>>4&nib
 					if qh != nil {
-						c0 |= (qh[l] >> (2 * j) & 1) << 4
-						c1 |= (qh[l] >> (2*j + 1) & 1) << 4
+						h := le.Uint64(qh[k:])
+						c0 |= (h >> (2 * j) & bit) << 4
+						c1 |= (h >> (2*j + 1) & bit) << 4
 					}
-					v[64*j+l], v[64*j+32+l] = c0, c1
+					le.PutUint64(v[64*j+k:], c0)
+					le.PutUint64(v[64*j+32+k:], c1)
 				}
 			}
 		}
 	case Q2_K, Q3_K:
+		// Element 128n + 32s + l: bits 2s, 2s+1 of q[32n + l]; Q3_K adds 4 when bit 4n+s of
+		// hmask[l] is set.
 		bs, off := 84, 16
 		if t == Q3_K {
 			bs, off = 110, 32
@@ -284,38 +321,63 @@ func codes(t WType, vals []uint8, src []byte, cols int) {
 		for b := 0; b < cols/256; b++ {
 			blk := src[b*bs:]
 			v := vals[256*b : 256*b+256]
-			for e := range v {
-				c := blk[off+32*(e/128)+e%32] >> (2 * (e % 128 / 32)) & 3
-				if t == Q3_K && blk[e%32]>>(e/32)&1 != 0 {
-					c += 4
+			for n := 0; n < 2; n++ {
+				for k := 0; k < 32; k += 8 {
+					q := le.Uint64(blk[off+32*n+k:])
+					var hm uint64
+					if t == Q3_K {
+						hm = le.Uint64(blk[k:])
+					}
+					for s := 0; s < 4; s++ {
+						c := q >> (2 * s) & two
+						if t == Q3_K {
+							c |= (hm >> (4*n + s) & bit) << 2
+						}
+						le.PutUint64(v[128*n+32*s+k:], c)
+					}
 				}
-				v[e] = c
 			}
 		}
 	case IQ4_XS:
+		// Element 32sb + 16h + l: nibble h of byte 8 + 16sb + l.
 		for b := 0; b < cols/256; b++ {
 			blk := src[b*136:]
 			v := vals[256*b : 256*b+256]
-			for e := range v {
-				v[e] = blk[8+16*(e/32)+e%16] >> (4 * (e % 32 / 16)) & 15
+			for sb := 0; sb < 8; sb++ {
+				for k := 0; k < 16; k += 8 {
+					w := le.Uint64(blk[8+16*sb+k:])
+					le.PutUint64(v[32*sb+k:], w&nib)
+					le.PutUint64(v[32*sb+16+k:], w>>4&nib)
+				}
 			}
 		}
 	case Q6_K:
 		for b := 0; b < cols/256; b++ {
 			blk := src[b*210:]
-			v := vals[256*b:]
+			v := vals[256*b : 256*b+256]
 			for n := 0; n < 2; n++ {
-				ql, qh := blk[64*n:], blk[128+32*n:]
-				for l := 0; l < 32; l++ {
-					v[128*n+l] = ql[l]&15 | (qh[l]&3)<<4
-					v[128*n+l+32] = ql[l+32]&15 | (qh[l]>>2&3)<<4
-					v[128*n+l+64] = ql[l]>>4 | (qh[l]>>4&3)<<4
-					v[128*n+l+96] = ql[l+32]>>4 | (qh[l]>>6&3)<<4
+				ql, qh := blk[64*n:64*n+64], blk[128+32*n:128+32*n+32]
+				for l := 0; l < 32; l += 8 {
+					lo, hi, h := le.Uint64(ql[l:]), le.Uint64(ql[l+32:]), le.Uint64(qh[l:])
+					le.PutUint64(v[128*n+l:], lo&nib|(h&two)<<4)
+					le.PutUint64(v[128*n+l+32:], hi&nib|(h>>2&two)<<4)
+					le.PutUint64(v[128*n+l+64:], lo>>4&nib|(h>>4&two)<<4)
+					le.PutUint64(v[128*n+l+96:], hi>>4&nib|(h>>6&two)<<4)
 				}
 			}
 		}
 	}
 }
+
+// spreadBits[x] has byte i set to bit i of x (0 or 1).
+var spreadBits = func() (t [256]uint64) {
+	for x := range t {
+		for i := range 8 {
+			t[x] |= uint64(x>>i&1) << (8 * i)
+		}
+	}
+	return t
+}()
 
 // ilLayout returns, for an activation kind, the lane width and the number of groups per token.
 func ilLayout(k actKind, cols int) (lane, groups int) {
