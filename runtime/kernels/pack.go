@@ -242,6 +242,29 @@ func packValues(t WType, out, v []uint8, lane int) {
 	}
 }
 
+// packCrumbs places a group of 2-bit codes and their bits (16 lanes of 16) in the crumb layout
+// of out: byte 4j+b of the crumbs holds in bits 2s, 2s+1 the code of element 16j + 4s + b, and
+// bit 4j+b of plane[s] (the 64-bit word at 64 + 8s, with planes: the ternary types have none)
+// that element's bit; 32-bit words at a time.
+func packCrumbs(out []byte, code, bit *[256]uint8, planes bool) {
+	le := binary.LittleEndian
+	var plane [4]uint64
+	for j := 0; j < 16; j++ {
+		var x uint32
+		for s := 0; s < 4; s++ {
+			x |= (le.Uint32(code[16*j+4*s:]) & 0x03030303) << (2 * s)
+			// The four bytes' bits (at 8b) gathered at 24+b.
+			plane[s] |= uint64((le.Uint32(bit[16*j+4*s:])&0x01010101)*0x01020408>>24&15) << (4 * j)
+		}
+		le.PutUint32(out[4*j:], x)
+	}
+	for s, w := range plane {
+		if planes {
+			le.PutUint64(out[64+8*s:], w)
+		}
+	}
+}
+
 // codes writes the unsigned codes of one row of type t: Q4_0/Q4_1/IQ4_NL/Q4_K 0..15, Q5_* 0..31,
 // Q6_K 0..63, Q8_0 the int8 value plus 128. Eight codes at a time, as 64-bit words: ggml's
 // blocks hold each run of 8 consecutive values in 8 consecutive bytes (nibbles and bit planes
@@ -506,6 +529,38 @@ func rankOf(mags []int) *[256]uint8 {
 
 var iq2Rank, iq3XXSRank, iq3SRank = rankOf(iq2Magnitudes), rankOf(iq3XXSMagnitudes), rankOf(iq3SMagnitudes)
 
+// rankedGrid is grid with every byte of its points (width bytes each) replaced by its rank: a
+// point's codes in one word.
+func rankedGrid[T uint32 | uint64](grid []T, rank *[256]uint8, width int) []T {
+	out := make([]T, len(grid))
+	for i, g := range grid {
+		for j := 0; j < width; j++ {
+			out[i] |= T(rank[uint8(g>>(8*j))]) << (8 * j)
+		}
+	}
+	return out
+}
+
+// iq1Coded is IQ1_S's grid with every point's bytes (values −1, 0, 1) as codes, value + 1.
+var iq1Coded = func() []uint64 {
+	out := make([]uint64, len(gguf.IQ1SGrid))
+	for i, g := range gguf.IQ1SGrid {
+		for j := 0; j < 8; j++ {
+			out[i] |= uint64(uint8(int8(g>>(8*j))+1)) << (8 * j)
+		}
+	}
+	return out
+}()
+
+// The grids of iqBlockCodes, ranked (17 KiB).
+var (
+	iq2XXSRanked = rankedGrid(gguf.IQ2XXSGrid[:], iq2Rank, 8)
+	iq2XSRanked  = rankedGrid(gguf.IQ2XSGrid[:], iq2Rank, 8)
+	iq2SRanked   = rankedGrid(gguf.IQ2SGrid[:], iq2Rank, 8)
+	iq3XXSRanked = rankedGrid(gguf.IQ3XXSGrid[:], iq3XXSRank, 4)
+	iq3SRanked   = rankedGrid(gguf.IQ3SGrid[:], iq3SRank, 4)
+)
+
 // packIQRow repacks one row of an i-quant or ternary type (one group per super-block).
 func packIQRow(t WType, dst, src []byte) {
 	gb, _ := groupBytes(t)
@@ -515,18 +570,13 @@ func packIQRow(t WType, dst, src []byte) {
 	for g := 0; g < len(dst)/gb; g++ {
 		out := dst[g*gb : (g+1)*gb]
 		d := iqBlockCodes(t, src[g*bs:(g+1)*bs], &code, &bit, &ls)
-		for e := 0; e < 256; e++ {
-			i := ilIndex(e, 16)
-			s, pos := i/64, i%64
-			switch t {
-			case IQ3_XXS, IQ3_S:
-				out[64*(s/2)+pos] |= (code[e] | bit[e]<<3) << (4 * (s % 2))
-			default:
-				out[pos] |= code[e] << (2 * s)
-				if bit[e] != 0 {
-					out[64+8*s+pos/8] |= 1 << (pos % 8)
-				}
+		if t == IQ3_XXS || t == IQ3_S {
+			for e := range code {
+				code[e] |= bit[e] << 3 // a nibble: rank, and 8 for a minus sign
 			}
+			packValues(t, out, code[:], 16)
+		} else {
+			packCrumbs(out, &code, &bit, t != TQ1_0 && t != TQ2_0)
 		}
 		if t == TQ1_0 || t == TQ2_0 {
 			binary.LittleEndian.PutUint16(out[64:], f32ToF16(d)) // exact: d came from an fp16
@@ -541,15 +591,15 @@ func packIQRow(t WType, dst, src []byte) {
 // the bit of each value (sign or delta), the 16 lane scales, and returns the float32 scale
 // with the type's constant factor.
 func iqBlockCodes(t WType, blk []byte, code, bit *[256]uint8, ls *[16]uint8) float32 {
-	put8 := func(e0 int, grid uint64, rank *[256]uint8, signs uint8) {
-		for j := 0; j < 8; j++ {
-			code[e0+j], bit[e0+j] = rank[uint8(grid>>(8*j))], signs>>j&1
-		}
+	// put8 and put4 write the codes of a grid point (ranked: a word of codes) and its signs.
+	le := binary.LittleEndian
+	put8 := func(e0 int, ranked uint64, signs uint8) {
+		le.PutUint64(code[e0:], ranked)
+		le.PutUint64(bit[e0:], spreadBits[signs])
 	}
-	put4 := func(e0 int, grid uint32, rank *[256]uint8, signs uint8) {
-		for j := 0; j < 4; j++ {
-			code[e0+j], bit[e0+j] = rank[uint8(grid>>(8*j))], signs>>j&1
-		}
+	put4 := func(e0 int, ranked uint32, signs uint8) {
+		le.PutUint32(code[e0:], ranked)
+		le.PutUint32(bit[e0:], uint32(spreadBits[signs&15]))
 	}
 	switch t {
 	case IQ2_XXS:
@@ -557,7 +607,7 @@ func iqBlockCodes(t WType, blk []byte, code, bit *[256]uint8, ls *[16]uint8) flo
 			aux1 := le32(blk[6+8*ib:])
 			ls[2*ib], ls[2*ib+1] = uint8(2*(aux1>>28)+1), uint8(2*(aux1>>28)+1)
 			for l := 0; l < 4; l++ {
-				put8(32*ib+8*l, gguf.IQ2XXSGrid[blk[2+8*ib+l]], iq2Rank, gguf.KSignsIQ2XS[aux1>>(7*l)&127])
+				put8(32*ib+8*l, iq2XXSRanked[blk[2+8*ib+l]], gguf.KSignsIQ2XS[aux1>>(7*l)&127])
 			}
 		}
 		return f16ToF32(le16(blk)) * 0.125
@@ -571,9 +621,9 @@ func iqBlockCodes(t WType, blk []byte, code, bit *[256]uint8, ls *[16]uint8) flo
 			for l := 0; l < 4; l++ {
 				if t == IQ2_XS {
 					v := le16(blk[2+8*ib+2*l:])
-					put8(32*ib+8*l, gguf.IQ2XSGrid[v&511], iq2Rank, gguf.KSignsIQ2XS[v>>9])
+					put8(32*ib+8*l, iq2XSRanked[v&511], gguf.KSignsIQ2XS[v>>9])
 				} else {
-					put8(32*ib+8*l, gguf.IQ2SGrid[iq2sIndex(blk, ib, l)], iq2Rank, blk[34+4*ib+l])
+					put8(32*ib+8*l, iq2SRanked[iq2sIndex(blk, ib, l)], blk[34+4*ib+l])
 				}
 			}
 		}
@@ -584,8 +634,8 @@ func iqBlockCodes(t WType, blk []byte, code, bit *[256]uint8, ls *[16]uint8) flo
 			ls[2*ib], ls[2*ib+1] = uint8(2*(aux>>28)+1), uint8(2*(aux>>28)+1)
 			for l := 0; l < 4; l++ {
 				signs := gguf.KSignsIQ2XS[aux>>(7*l)&127]
-				put4(32*ib+8*l, gguf.IQ3XXSGrid[blk[2+8*ib+2*l]], iq3XXSRank, signs)
-				put4(32*ib+8*l+4, gguf.IQ3XXSGrid[blk[2+8*ib+2*l+1]], iq3XXSRank, signs>>4)
+				put4(32*ib+8*l, iq3XXSRanked[blk[2+8*ib+2*l]], signs)
+				put4(32*ib+8*l+4, iq3XXSRanked[blk[2+8*ib+2*l+1]], signs>>4)
 			}
 		}
 		return f16ToF32(le16(blk)) * 0.25
@@ -595,8 +645,8 @@ func iqBlockCodes(t WType, blk []byte, code, bit *[256]uint8, ls *[16]uint8) flo
 			ls[2*ib], ls[2*ib+1] = s, s
 			for l := 0; l < 4; l++ {
 				signs := blk[74+4*ib+l]
-				put4(32*ib+8*l, gguf.IQ3SGrid[iq3sIndex(blk, ib, l, 0)], iq3SRank, signs)
-				put4(32*ib+8*l+4, gguf.IQ3SGrid[iq3sIndex(blk, ib, l, 1)], iq3SRank, signs>>4)
+				put4(32*ib+8*l, iq3SRanked[iq3sIndex(blk, ib, l, 0)], signs)
+				put4(32*ib+8*l+4, iq3SRanked[iq3sIndex(blk, ib, l, 1)], signs>>4)
 			}
 		}
 		return f16ToF32(le16(blk))
@@ -614,14 +664,11 @@ func iqBlockCodes(t WType, blk []byte, code, bit *[256]uint8, ls *[16]uint8) flo
 					idx, neg = iq1mIndex(blk, ib, l)
 					ls[2*ib+l/2] = uint8(iq1mLs(blk, ib, l/2))
 				}
-				grid := gguf.IQ1SGrid[idx]
-				for j := 0; j < 8; j++ {
-					code[32*ib+8*l+j] = uint8(int8(grid>>(8*j)) + 1)
-					bit[32*ib+8*l+j] = 0
-					if neg {
-						bit[32*ib+8*l+j] = 1
-					}
+				var signs uint8
+				if neg {
+					signs = 0xff
 				}
+				put8(32*ib+8*l, iq1Coded[idx], signs)
 			}
 		}
 		if t == IQ1_S {
@@ -634,9 +681,16 @@ func iqBlockCodes(t WType, blk []byte, code, bit *[256]uint8, ls *[16]uint8) flo
 		}
 		return f16ToF32(le16(blk[52:]))
 	case TQ2_0:
-		for e := range code {
-			code[e], bit[e] = blk[32*(e/128)+e%32]>>(2*(e%128/32))&3, 0
+		// Element 128n + 32s + l: bits 2s, 2s+1 of byte 32n + l.
+		for n := 0; n < 2; n++ {
+			for k := 0; k < 32; k += 8 {
+				q := le.Uint64(blk[32*n+k:])
+				for s := 0; s < 4; s++ {
+					le.PutUint64(code[128*n+32*s+k:], q>>(2*s)&0x0303030303030303)
+				}
+			}
 		}
+		clear(bit[:])
 		return f16ToF32(le16(blk[64:]))
 	}
 	panic("kernels: iqBlockCodes: " + t.String())
