@@ -69,7 +69,8 @@ func (m *Model) forward(st *State, tokens []int, allLogits bool) []float32 {
 // of B sequences reads the weights once instead of B times (BytesRead counts them once, in
 // sts[0]); each token attends to its own sequence's cache. A sequence gets the logits Eval
 // would give it alone, bit for bit where the kernels give a token the same bits in any batch
-// (as they do for bf16 and quantized weights: TestEvalBatch). The states must be distinct
+// (as they do for quantized weights, and for bf16 ones but under AMX tiles, whose float32 sums
+// take another order than the decode's: TestEvalBatch). The states must be distinct
 // states of m (of one rotary scaling: made with capacities on the same side of the original
 // context of a long-context model), each with room for one more token. Where attention runs
 // in its primitive form (hooks observing its scores, an encoding inside it: Batches is false),
