@@ -103,13 +103,6 @@ func groupBytes(t WType) (bytes, lane int) {
 	return 0, 0
 }
 
-// ilIndex returns the byte offset, inside a group's interleaved values, of element e of the
-// group (lane width w).
-func ilIndex(e, w int) int {
-	j, s, b := e/w, e%w/4, e%4
-	return 64*s + 4*j + b
-}
-
 // packMatrix repacks every row of m.
 func packMatrix(m *Matrix) *packed {
 	gb, lane := groupBytes(m.Type)
@@ -199,8 +192,8 @@ func packRow(t WType, dst, src []byte, cols int, vals []uint8) {
 }
 
 // packValues places a group's codes v (16 lanes of lane elements) in the interleaved layout of
-// out: byte 4j+b of step s holds element lane·j + 4s + b (ilIndex), written in output order;
-// the nibbles, and the fifth bits of Q5_* or bits 4-5 of Q6_K after them (the comment above).
+// out: byte 4j+b of step s holds element lane·j + 4s + b, written in output order; the nibbles,
+// and the fifth bits of Q5_* or bits 4-5 of Q6_K after them (the comment above).
 func packValues(t WType, out, v []uint8, lane int) {
 	steps := lane / 4
 	le := binary.LittleEndian
@@ -221,47 +214,39 @@ func packValues(t WType, out, v []uint8, lane int) {
 		}
 	}
 	switch t {
-	case Q5_0, Q5_1, Q5_K: // hi[s]: bit 4j+b is bit 4 of the value at step s, byte 4j+b
-		for s := 0; s < steps; s++ {
-			var w uint64
-			for j := 0; j < 16; j++ {
-				// The four bytes' bit 4 to bits 0-3: each at bit 8b of x, gathered at 24+b.
-				x := word(j, s) >> 4 & 0x01010101
-				w |= uint64(x*0x01020408>>24&15) << (4 * j)
-			}
-			le.PutUint64(out[32*steps+8*s:], w)
-		}
-	case Q6_K: // hi2 byte 4j+b: bits 4-5 of the value at step s in bits 2s, 2s+1
-		for j := 0; j < 16; j++ {
-			var x uint32
-			for s := 0; s < steps; s++ {
-				x |= (word(j, s) >> 4 & 0x03030303) << (2 * s)
-			}
-			le.PutUint32(out[32*steps+4*j:], x)
-		}
+	case Q5_0, Q5_1, Q5_K: // hi: the fifth bits
+		placeBits(out[32*steps:], v, lane, 4)
+	case Q6_K: // hi2: bits 4-5
+		placeCrumbs(out[32*steps:], v, lane, 4)
 	}
 }
 
-// packCrumbs places a group of 2-bit codes and their bits (16 lanes of 16) in the crumb layout
-// of out: byte 4j+b of the crumbs holds in bits 2s, 2s+1 the code of element 16j + 4s + b, and
-// bit 4j+b of plane[s] (the 64-bit word at 64 + 8s, with planes: the ternary types have none)
-// that element's bit; 32-bit words at a time.
-func packCrumbs(out []byte, code, bit *[256]uint8, planes bool) {
+// placeBits writes bit k of the group's values v as bit planes: the 64-bit word s of out (one
+// per step) has bit 4j+b set when the value at step s, byte 4j+b (element lane·j + 4s + b) has
+// bit k set.
+func placeBits(out, v []uint8, lane, k int) {
 	le := binary.LittleEndian
-	var plane [4]uint64
+	for s := 0; s < lane/4; s++ {
+		var w uint64
+		for j := 0; j < 16; j++ {
+			// The four bytes' bit k to bits 0-3: each at bit 8b of x, gathered at 24+b.
+			x := le.Uint32(v[lane*j+4*s:]) >> k & 0x01010101
+			w |= uint64(x*0x01020408>>24&15) << (4 * j)
+		}
+		le.PutUint64(out[8*s:], w)
+	}
+}
+
+// placeCrumbs writes bits k, k+1 of the group's values v as crumbs: byte 4j+b of out holds in
+// bits 2s, 2s+1 those of the value at step s, byte 4j+b (element lane·j + 4s + b).
+func placeCrumbs(out, v []uint8, lane, k int) {
+	le := binary.LittleEndian
 	for j := 0; j < 16; j++ {
 		var x uint32
-		for s := 0; s < 4; s++ {
-			x |= (le.Uint32(code[16*j+4*s:]) & 0x03030303) << (2 * s)
-			// The four bytes' bits (at 8b) gathered at 24+b.
-			plane[s] |= uint64((le.Uint32(bit[16*j+4*s:])&0x01010101)*0x01020408>>24&15) << (4 * j)
+		for s := 0; s < lane/4; s++ {
+			x |= (le.Uint32(v[lane*j+4*s:]) >> k & 0x03030303) << (2 * s)
 		}
 		le.PutUint32(out[4*j:], x)
-	}
-	for s, w := range plane {
-		if planes {
-			le.PutUint64(out[64+8*s:], w)
-		}
 	}
 }
 
@@ -575,8 +560,11 @@ func packIQRow(t WType, dst, src []byte) {
 				code[e] |= bit[e] << 3 // a nibble: rank, and 8 for a minus sign
 			}
 			packValues(t, out, code[:], 16)
-		} else {
-			packCrumbs(out, &code, &bit, t != TQ1_0 && t != TQ2_0)
+		} else { // crumbs, then the bit planes (the ternary types have none)
+			placeCrumbs(out, code[:], 16, 0)
+			if t != TQ1_0 && t != TQ2_0 {
+				placeBits(out[64:], bit[:], 16, 0)
+			}
 		}
 		if t == TQ1_0 || t == TQ2_0 {
 			binary.LittleEndian.PutUint16(out[64:], f32ToF16(d)) // exact: d came from an fp16

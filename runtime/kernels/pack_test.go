@@ -9,6 +9,13 @@ import (
 	"testing"
 )
 
+// ilIndex returns the byte offset, inside a group's interleaved values, of element e of the
+// group (lane width w).
+func ilIndex(e, w int) int {
+	j, s, b := e/w, e%w/4, e%4
+	return 64*s + 4*j + b
+}
+
 // packValuesRef places a group's codes at ilIndex one element at a time (the layout's
 // definition in pack.go's comment; the code packValues replaced): the reference of
 // TestPackValues and the baseline of BenchmarkPackValues. out must be zero.
@@ -263,8 +270,8 @@ func benchBoth(b *testing.B, unit string, fast, ref func()) {
 }
 
 // packIQRowRef is packIQRow with the codes placed one element at a time at ilIndex (the code
-// packCrumbs and packValues replaced there; the decoding, iqBlockCodes, is shared): the
-// reference of TestPackIQRow and the baseline of BenchmarkPackIQRow.
+// that placeCrumbs, placeBits and packValues replaced there; the decoding, iqBlockCodes, is
+// shared): the reference of TestPackIQRow and the baseline of BenchmarkPackIQRow.
 func packIQRowRef(t WType, dst, src []byte) {
 	clear(dst)
 	gb, _ := groupBytes(t)
