@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "bf16_amd64.h"
+#include "gemm_amd64.h"
 
 // Gram micro-kernel (AVX-512F) for AddGram: one tile of 12 rows × 32 columns of h,
 //
@@ -103,30 +104,12 @@
 
 // GRAM_ZERO zeroes the 24 accumulators Z0-Z23.
 #define GRAM_ZERO \
-	VPXORD Z0, Z0, Z0 \
-	VPXORD Z1, Z1, Z1 \
-	VPXORD Z2, Z2, Z2 \
-	VPXORD Z3, Z3, Z3 \
-	VPXORD Z4, Z4, Z4 \
-	VPXORD Z5, Z5, Z5 \
-	VPXORD Z6, Z6, Z6 \
-	VPXORD Z7, Z7, Z7 \
-	VPXORD Z8, Z8, Z8 \
-	VPXORD Z9, Z9, Z9 \
-	VPXORD Z10, Z10, Z10 \
-	VPXORD Z11, Z11, Z11 \
-	VPXORD Z12, Z12, Z12 \
-	VPXORD Z13, Z13, Z13 \
-	VPXORD Z14, Z14, Z14 \
-	VPXORD Z15, Z15, Z15 \
-	VPXORD Z16, Z16, Z16 \
-	VPXORD Z17, Z17, Z17 \
-	VPXORD Z18, Z18, Z18 \
-	VPXORD Z19, Z19, Z19 \
-	VPXORD Z20, Z20, Z20 \
-	VPXORD Z21, Z21, Z21 \
-	VPXORD Z22, Z22, Z22 \
-	VPXORD Z23, Z23, Z23
+	ZERO4(Z0, Z1, Z2, Z3) \
+	ZERO4(Z4, Z5, Z6, Z7) \
+	ZERO4(Z8, Z9, Z10, Z11) \
+	ZERO4(Z12, Z13, Z14, Z15) \
+	ZERO4(Z16, Z17, Z18, Z19) \
+	ZERO4(Z20, Z21, Z22, Z23)
 
 // GRAM_STORE adds the accumulators' rows r < rows (R10) to h at R8 (row stride R9 bytes) and
 // jumps to done.
