@@ -2,19 +2,10 @@ package verify
 
 import "fmt"
 
-// GreedyContinue generates up to n tokens greedily (argmax, first on ties) after prompt, stopping
-// after an end-of-sequence token.
-func GreedyContinue(m Model, prompt []int, n int) ([]int, error) {
-	out, err := greedyAll(m, [][]int{prompt}, n, nil)
-	if err != nil {
-		return nil, err
-	}
-	return out[0], nil
-}
-
-// greedyAll generates like GreedyContinue after each of prompts; with want, continuation i is
-// of at most len(want[i]) tokens and stops at the first token that differs from want[i] (that
-// token included). The prompts are evaluated one by one, then their continuations decode
+// greedyAll generates up to n tokens greedily (argmax, first on ties) after each of prompts,
+// stopping after an end-of-sequence token; with want, continuation i is of at most
+// len(want[i]) tokens and stops at the first token that differs from want[i] (that token
+// included). The prompts are evaluated one by one, then their continuations decode
 // together: one Model.EvalSeqs a step for those still going, which reads the weights once for
 // all of them.
 func greedyAll(m Model, prompts [][]int, n int, want [][]int) ([][]int, error) {
