@@ -143,20 +143,30 @@ func (a *rtModel) BeginSeqs(n, maxTokens int) {
 	a.seqs = a.seqs[:n]
 }
 
-func (a *rtModel) EvalSeq(i int, tokens []int) ([]float32, error) {
+// seq returns BeginSeqs's sequence i.
+func (a *rtModel) seq(i int) (*runtime.State, error) {
 	if i < 0 || i >= len(a.seqs) {
 		return nil, fmt.Errorf("%s: sequence %d of %d", a.m.Path(), i, len(a.seqs))
 	}
-	return a.m.Eval(a.seqs[i], tokens, false)
+	return a.seqs[i], nil
+}
+
+func (a *rtModel) EvalSeq(i int, tokens []int) ([]float32, error) {
+	st, err := a.seq(i)
+	if err != nil {
+		return nil, err
+	}
+	return a.m.Eval(st, tokens, false)
 }
 
 func (a *rtModel) EvalSeqs(seqs, tokens []int) ([]float32, error) {
 	a.batch = a.batch[:0]
 	for _, i := range seqs {
-		if i < 0 || i >= len(a.seqs) {
-			return nil, fmt.Errorf("%s: sequence %d of %d", a.m.Path(), i, len(a.seqs))
+		st, err := a.seq(i)
+		if err != nil {
+			return nil, err
 		}
-		a.batch = append(a.batch, a.seqs[i])
+		a.batch = append(a.batch, st)
 	}
 	return a.m.EvalBatch(a.batch, tokens)
 }
